@@ -1,0 +1,40 @@
+# informerd — the two commands a fresh machine needs: `make run` and `make test`.
+# Every target first runs tools/bootstrap, which installs what is missing and is quiet otherwise.
+
+SHELL := /bin/bash
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+BAZEL ?= bazel
+# C++ targets also run under these sanitizers in `make test` (kept off the benchmarks).
+SANITIZED_TARGETS ?= //base/... //server/...
+# Every Go module in the repository (each directory with a go.mod) is vetted and tested.
+GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
+
+.PHONY: bootstrap run test test-cc test-sanitizers test-go bench-workqueue clean
+
+bootstrap:
+	@tools/bootstrap
+
+run: bootstrap
+	@tools/run
+
+test: bootstrap test-cc test-sanitizers test-go
+	@echo "make test: all suites passed"
+
+test-cc:
+	$(BAZEL) test //...
+
+test-sanitizers:
+	$(BAZEL) test --config=asan $(SANITIZED_TARGETS)
+	$(BAZEL) test --config=tsan $(SANITIZED_TARGETS)
+
+test-go:
+	@set -e; for m in $(GO_MODULES); do \
+	  echo "go vet + go test: $$m"; \
+	  (cd $$m && go vet ./... && go test -count=1 ./...); \
+	done
+
+bench-workqueue: bootstrap
+	tools/bench_workqueue
+
+clean:
+	$(BAZEL) clean

@@ -1,0 +1,79 @@
+#include "base/metrics.h"
+
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace informerd {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(MetricsRegistryTest, RendersCountersAndGaugesInPrometheusTextFormat) {
+  MetricsRegistry registry;
+  registry.GetCounter("adds_total", "Adds.", {{"name", "pods"}})->Inc(3);
+  registry.GetGauge("depth", "Depth.", {{"name", "pods"}})->Set(2);
+  std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("# HELP adds_total Adds.\n# TYPE adds_total counter\n"
+                              "adds_total{name=\"pods\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("# TYPE depth gauge\ndepth{name=\"pods\"} 2\n"));
+}
+
+TEST(MetricsRegistryTest, SameNameAndLabelsReturnTheSameSeries) {
+  MetricsRegistry registry;
+  Counter* a = registry.GetCounter("c", "h", {{"name", "x"}});
+  Counter* b = registry.GetCounter("c", "h", {{"name", "x"}});
+  Counter* other = registry.GetCounter("c", "h", {{"name", "y"}});
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, other);
+}
+
+TEST(MetricsRegistryTest, AFamilyKeepsTheTypeOfItsFirstUse) {
+  MetricsRegistry registry;
+  ASSERT_NE(registry.GetCounter("m", "h", {}), nullptr);
+  EXPECT_EQ(registry.GetGauge("m", "h", {}), nullptr);
+}
+
+TEST(MetricsRegistryTest, HistogramBucketsAreCumulativeWithSumAndCount) {
+  MetricsRegistry registry;
+  Histogram* h = registry.GetHistogram("lat", "Latency.", {{"name", "q"}}, {0.1, 1, 10});
+  h->Observe(0.05);
+  h->Observe(0.1);  // le is inclusive
+  h->Observe(5);
+  h->Observe(100);
+  std::string text = registry.Render();
+  EXPECT_THAT(text, HasSubstr("lat_bucket{name=\"q\",le=\"0.10000000000000001\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("lat_bucket{name=\"q\",le=\"1\"} 2\n"));
+  EXPECT_THAT(text, HasSubstr("lat_bucket{name=\"q\",le=\"10\"} 3\n"));
+  EXPECT_THAT(text, HasSubstr("lat_bucket{name=\"q\",le=\"+Inf\"} 4\n"));
+  EXPECT_THAT(text, HasSubstr("lat_sum{name=\"q\"} 105.15000000000001\n"));
+  EXPECT_THAT(text, HasSubstr("lat_count{name=\"q\"} 4\n"));
+}
+
+TEST(MetricsRegistryTest, LabelValuesAreEscaped) {
+  MetricsRegistry registry;
+  registry.GetGauge("g", "h", {{"name", "a\"b\\c\nd"}})->Set(1);
+  EXPECT_THAT(registry.Render(), HasSubstr("g{name=\"a\\\"b\\\\c\\nd\"} 1\n"));
+}
+
+TEST(MetricsRegistryTest, ConcurrentIncrementsAreAllCounted) {
+  MetricsRegistry registry;
+  Counter* c = registry.GetCounter("c", "h", {});
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([c] {
+      for (int i = 0; i < 10000; ++i) c->Inc();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c->Value(), 40000);
+}
+
+TEST(ExponentialBucketsTest, MultipliesFromTheStart) {
+  EXPECT_EQ(ExponentialBuckets(1, 10, 3), (std::vector<double>{1, 10, 100}));
+}
+
+}  // namespace
+}  // namespace informerd

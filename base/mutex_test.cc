@@ -1,0 +1,74 @@
+#include "base/mutex.h"
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace informerd {
+namespace {
+
+TEST(MutexTest, GuardsACounterAcrossThreads) {
+  Mutex mu;
+  int counter = 0;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        MutexLock lock(&mu);
+        ++counter;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  MutexLock lock(&mu);
+  EXPECT_EQ(counter, 40000);
+}
+
+TEST(MutexTest, AwaitReturnsOnceThePredicateHolds) {
+  Mutex mu;
+  int stage = 0;
+  std::thread waiter([&] {
+    MutexLock lock(&mu);
+    mu.Await([&] { return stage == 1; });
+    stage = 2;
+  });
+  {
+    MutexLock lock(&mu);
+    stage = 1;
+  }
+  waiter.join();
+  MutexLock lock(&mu);
+  EXPECT_EQ(stage, 2);
+}
+
+TEST(MutexTest, AwaitWithDeadlineGivesUpWhenThePredicateNeverHolds) {
+  Mutex mu;
+  MutexLock lock(&mu);
+  EXPECT_FALSE(mu.AwaitWithDeadline([] { return false; }, absl::Now() + absl::Milliseconds(5)));
+  EXPECT_TRUE(mu.AwaitWithDeadline([] { return true; }, absl::Now() + absl::Seconds(5)));
+}
+
+TEST(MutexTest, ReadersShareTheLock) {
+  Mutex mu;
+  int value = 7;
+  std::vector<std::thread> readers;
+  std::atomic<int> sum{0};
+  for (int t = 0; t < 3; ++t) {
+    readers.emplace_back([&] {
+      for (int i = 0; i < 1000; ++i) {
+        ReaderMutexLock lock(&mu);
+        sum += value;
+      }
+    });
+  }
+  {
+    MutexLock lock(&mu);
+    value = 7;
+  }
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(sum.load(), 3 * 1000 * 7);
+}
+
+}  // namespace
+}  // namespace informerd

@@ -1,0 +1,140 @@
+// Queue: client-go's workqueue (k8s.io/client-go/util/workqueue, Typed[string]) in C++.
+//
+// Items are keys. A key is in one of three places: waiting in the FIFO (dirty), held by a worker
+// (processing), or both (processing, and dirty again because it was added while held). Hence:
+//   * Add of a key already waiting is a no-op (dedup).
+//   * Get hands the oldest waiting key to one worker; while it is held, Add only marks it dirty,
+//     and Done puts it back in the FIFO. So a key is never held by two workers at once, while
+//     different keys are processed in parallel and finish in any order.
+//   * Every Get must be followed by exactly one Done, on success and failure alike.
+//
+//   auto queue = Queue::Create({.name = "pods"}).value();
+//   queue->Add("default/web-0").IgnoreError();
+//   if (auto key = queue->Get()) { Reconcile(*key); queue->Done(*key).IgnoreError(); }
+//
+// Shutdown follows client-go: after ShutDown, Adds are refused; Get still returns the keys
+// already waiting, then tells every caller the queue is shut down. ShutDownWithDrain also waits
+// until no key is being processed (a later ShutDown cuts that wait short).
+//
+// Misuse has a defined outcome instead of a crash: an empty key is refused (InvalidArgument),
+// an Add after shutdown is refused (FailedPrecondition, nothing is queued), and Done of a key
+// that is not being processed changes nothing (FailedPrecondition).
+//
+// Extension: GetBatch(max) hands out up to `max` keys in one call, each under the same rules, so
+// the gRPC layer can batch deliveries.
+//
+// Thread safety: every method may be called concurrently from any thread.
+#ifndef INFORMERD_SERVER_WORKQUEUE_QUEUE_H_
+#define INFORMERD_SERVER_WORKQUEUE_QUEUE_H_
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/container/node_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "base/mutex.h"
+#include "server/workqueue/metrics.h"
+
+namespace informerd::workqueue {
+
+struct QueueOptions {
+  // Label of this queue's metrics; empty records no metrics.
+  std::string name;
+  // Source of time and timers; nullptr means Clock::Real(). Must outlive the queue.
+  Clock* clock = nullptr;
+  // Where metrics go; nullptr records no metrics. Must outlive the queue.
+  MetricsProvider* metrics_provider = nullptr;
+  // How often the in-flight work gauges are refreshed (client-go: 500 ms).
+  absl::Duration unfinished_work_update_period = absl::Milliseconds(500);
+};
+
+class Queue {
+ public:
+  static absl::StatusOr<std::unique_ptr<Queue>> Create(QueueOptions options);
+  virtual ~Queue();
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Marks `key` as needing processing. OK also when it was already waiting (dedup) or is being
+  // processed (it will be handed out again after Done).
+  absl::Status Add(absl::string_view key);
+
+  // Blocks until a key is waiting, then hands it out for processing. nullopt: the queue is shut
+  // down and empty.
+  std::optional<std::string> Get();
+
+  // Blocks like Get, then hands out up to `max` waiting keys (at least one) in FIFO order.
+  // Empty: the queue is shut down and empty. max == 0 is treated as 1.
+  std::vector<std::string> GetBatch(size_t max);
+
+  // Non-blocking GetBatch: appends up to `max` waiting keys to `out`; returns how many.
+  size_t TryGetBatch(size_t max, std::vector<std::string>* out);
+
+  // Ends processing of `key`; re-queues it if it was added meanwhile.
+  absl::Status Done(absl::string_view key);
+
+  // Number of keys waiting (not counting those only being processed).
+  size_t Len() const;
+  // Number of keys being processed.
+  size_t Processing() const;
+
+  void ShutDown();
+  void ShutDownWithDrain();
+  bool ShuttingDown() const;
+
+ protected:
+  explicit Queue(QueueOptions options);
+  static absl::Status Validate(const QueueOptions& options);
+
+  // The one lock of this queue and of the layers built on it (delaying, rate limiting).
+  mutable Mutex mu_;
+  Clock* const clock_;
+
+  absl::Status AddLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ShuttingDownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; }
+  // nullptr when metrics are off.
+  QueueMetrics* metrics() const { return metrics_.get(); }
+
+ private:
+  struct Entry {
+    bool dirty = false;       // waiting, or added again while processing
+    bool processing = false;  // handed out by Get and not yet Done
+    absl::Time added_at;      // metrics only: when it became dirty
+    absl::Time started_at;    // metrics only: when Get handed it out
+  };
+  // Node-based so that queue_ can point at entries: they never move.
+  using Items = absl::node_hash_map<std::string, Entry>;
+  using Item = Items::value_type;
+
+  // Hands out the front key. REQUIRES: !queue_.empty().
+  std::string PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdateUnfinishedWork();
+
+  const std::string name_;
+  const std::unique_ptr<QueueMetrics> metrics_;  // null: metrics off
+  const absl::Duration unfinished_work_update_period_;
+
+  // Every key that is dirty or processing has an entry; others have none.
+  Items items_ ABSL_GUARDED_BY(mu_);
+  // The waiting keys in FIFO order: an item is here, once, iff it is dirty and not processing.
+  std::deque<Item*> queue_ ABSL_GUARDED_BY(mu_);
+  size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Metrics only: the items being processed, for the in-flight work gauges.
+  absl::flat_hash_set<const Item*> in_flight_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool drain_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<Timer> unfinished_work_timer_;  // null: metrics off
+};
+
+}  // namespace informerd::workqueue
+
+#endif  // INFORMERD_SERVER_WORKQUEUE_QUEUE_H_

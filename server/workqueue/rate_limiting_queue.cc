@@ -1,0 +1,34 @@
+#include "server/workqueue/rate_limiting_queue.h"
+
+#include <utility>
+
+namespace informerd::workqueue {
+
+absl::StatusOr<std::unique_ptr<RateLimitingQueue>> RateLimitingQueue::Create(
+    QueueOptions options, std::unique_ptr<RateLimiter> limiter) {
+  if (absl::Status status = Validate(options); !status.ok()) return status;
+  if (limiter == nullptr) {
+    limiter = DefaultControllerRateLimiter(options.clock != nullptr ? options.clock
+                                                                    : Clock::Real());
+  }
+  return std::unique_ptr<RateLimitingQueue>(
+      new RateLimitingQueue(std::move(options), std::move(limiter)));
+}
+
+RateLimitingQueue::RateLimitingQueue(QueueOptions options, std::unique_ptr<RateLimiter> limiter)
+    : DelayingQueue(std::move(options)), limiter_(std::move(limiter)) {}
+
+absl::Status RateLimitingQueue::AddRateLimited(absl::string_view key) {
+  if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
+  // Outside the queue lock: the limiter has its own.
+  absl::Duration delay = limiter_->When(key);
+  return AddAfter(key, delay);
+}
+
+void RateLimitingQueue::Forget(absl::string_view key) { limiter_->Forget(key); }
+
+int64_t RateLimitingQueue::NumRequeues(absl::string_view key) {
+  return limiter_->NumRequeues(key);
+}
+
+}  // namespace informerd::workqueue

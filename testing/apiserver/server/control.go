@@ -592,7 +592,12 @@ func sortPrefixEnd(keys []string, prefix string) int {
 // REQUIRES: s.mu held for writing.
 func (s *Store) churnUpdateLocked(r *resourceStore, cur *object, rng *rand.Rand) {
 	next := shallowWithMeta(cur.data)
-	stamp := fmt.Sprintf("%08x", rng.Uint32())
+	var sb [8]byte
+	x := rng.Uint32()
+	for i := range sb {
+		sb[i] = hexDigits[(x>>(4*i))&0xf]
+	}
+	stamp := string(sb[:])
 	field := "data"
 	if _, ok := next["data"].(map[string]any); !ok {
 		field = "spec"
@@ -631,7 +636,7 @@ write:
 	}
 	s.rv++
 	meta["resourceVersion"] = strconv.FormatUint(s.rv, 10)
-	obj, err := r.finish(next)
+	obj, err := r.finish(next, evModified)
 	if err != nil {
 		s.rv--
 		return

@@ -111,7 +111,7 @@ func (s *Store) Create(r *resourceStore, ns string, data map[string]any, o write
 	}
 	if o.dryRun {
 		meta["resourceVersion"] = ""
-		obj, err := r.finish(data)
+		obj, err := r.finish(data, "")
 		if err != nil {
 			return nil, errInternal(err.Error())
 		}
@@ -119,7 +119,7 @@ func (s *Store) Create(r *resourceStore, ns string, data map[string]any, o write
 	}
 	rv := s.rv + 1
 	meta["resourceVersion"] = strconv.FormatUint(rv, 10)
-	obj, err := r.finish(data)
+	obj, err := r.finish(data, evAdded)
 	if err != nil {
 		return nil, errInternal(err.Error())
 	}
@@ -246,7 +246,7 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 		return cur, nil // no-op update: nothing is written, no event
 	}
 	if o.dryRun {
-		obj, err := r.finish(next)
+		obj, err := r.finish(next, "")
 		if err != nil {
 			return nil, errInternal(err.Error())
 		}
@@ -254,7 +254,7 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 	}
 	rv := s.rv + 1
 	nm["resourceVersion"] = strconv.FormatUint(rv, 10)
-	obj, err := r.finish(next)
+	obj, err := r.finish(next, evModified)
 	if err != nil {
 		return nil, errInternal(err.Error())
 	}
@@ -300,7 +300,7 @@ func hasFinalizers(r *resourceStore, o *object) bool {
 // REQUIRES: s.mu held for writing.
 func (s *Store) removeLocked(r *resourceStore, o *object) *object {
 	s.rv++
-	sent := r.withRV(o, s.rv)
+	sent := r.withRV(o, s.rv, evDeleted)
 	s.commitLocked(r, evDeleted, o.key, nil, sent, o)
 	if r.def.Namespaced {
 		s.maybeFinishNamespaceLocked(o.namespace)
@@ -363,7 +363,7 @@ func (s *Store) deleteLocked(r *resourceStore, key, name string, pre deletePreco
 	}
 	s.rv++
 	nm["resourceVersion"] = strconv.FormatUint(s.rv, 10)
-	obj, err := r.finish(next)
+	obj, err := r.finish(next, evModified)
 	if err != nil {
 		return nil, false, errInternal(err.Error())
 	}

@@ -25,6 +25,10 @@ type object struct {
 	// is the typeless form used for items of built-in lists.
 	full    []byte
 	bodyOff int
+	// frame is the watch event of type frameType that full is a part of
+	// (nil when frameType is "").
+	frame     []byte
+	frameType eventType
 }
 
 func metaOf(data map[string]any) map[string]any {
@@ -106,43 +110,62 @@ func jsonEqual(a, b any) bool {
 }
 
 // finish builds the immutable object from data (which it takes ownership of).
-func (r *resourceStore) finish(data map[string]any) (*object, error) {
+// The JSON is written once into a buffer laid out as a watch event of type
+// typ — `{"type":"ADDED","object":` + full + "}\n" — so that the event frame
+// and the object share one allocation. typ "" builds no frame.
+func (r *resourceStore) finish(data map[string]any, typ eventType) (*object, error) {
 	meta := metaOf(data)
 	delete(data, "kind")
 	delete(data, "apiVersion")
-	body, err := json.Marshal(data)
-	if err != nil {
-		return nil, err
-	}
 	o := &object{
 		namespace: str(meta, "namespace"),
 		name:      str(meta, "name"),
 		uid:       str(meta, "uid"),
 		labels:    labelsOf(meta),
 		data:      data,
+		frameType: typ,
 	}
 	o.key = objectKey(o.namespace, o.name)
 	o.rv, _ = strconv.ParseUint(str(meta, "resourceVersion"), 10, 64)
-	prefix := r.typePrefix
-	if len(body) <= 2 { // "{}"
-		o.full = append(append([]byte{}, prefix[:len(prefix)-1]...), '}')
-		o.bodyOff = len(o.full) - 1
-		return o, nil
+
+	buf := make([]byte, 0, r.sizeHint.Load()+256)
+	if typ != "" {
+		buf = append(buf, `{"type":"`...)
+		buf = append(buf, typ...)
+		buf = append(buf, `","object":`...)
 	}
-	full := make([]byte, 0, len(prefix)+len(body)-1)
-	full = append(full, prefix...)
-	o.bodyOff = len(full)
-	full = append(full, body[1:]...)
-	o.full = full
+	fullStart := len(buf)
+	buf = append(buf, r.typePrefix...)
+	pos := len(buf)
+	buf, err := appendJSON(buf, data)
+	if err != nil {
+		return nil, err
+	}
+	if len(buf)-pos == 2 { // data is "{}": drop the prefix's trailing comma
+		buf = append(buf[:pos-1], '}')
+	} else { // drop data's opening brace: the prefix opened the object
+		copy(buf[pos:], buf[pos+1:])
+		buf = buf[:len(buf)-1]
+	}
+	fullEnd := len(buf)
+	if typ != "" {
+		buf = append(buf, "}\n"...)
+		o.frame = buf
+	}
+	o.full = buf[fullStart:fullEnd:fullEnd]
+	o.bodyOff = pos - fullStart
+	if n := int64(len(buf)); n > r.sizeHint.Load() {
+		r.sizeHint.Store(n)
+	}
 	return o, nil
 }
 
-// withRV returns a copy of o whose resourceVersion is rv (used for DELETED
-// events, which carry the deletion's resourceVersion).
-func (r *resourceStore) withRV(o *object, rv uint64) *object {
+// withRV returns a copy of o whose resourceVersion is rv, framed as typ (used
+// for DELETED events, which carry the deletion's resourceVersion).
+func (r *resourceStore) withRV(o *object, rv uint64, typ eventType) *object {
 	data := shallowWithMeta(o.data)
 	metaOf(data)["resourceVersion"] = strconv.FormatUint(rv, 10)
-	n, err := r.finish(data)
+	n, err := r.finish(data, typ)
 	if err != nil {
 		return o
 	}

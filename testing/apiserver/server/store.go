@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/fields"
@@ -36,6 +37,7 @@ type Store struct {
 type resourceStore struct {
 	def        ResourceDef
 	typePrefix []byte // `{"kind":"ConfigMap","apiVersion":"v1",`
+	sizeHint   atomic.Int64 // the largest frame built so far, to size buffers
 
 	// The fields below are GUARDED_BY(Store.mu).
 	objects map[string]*object
@@ -221,7 +223,11 @@ func (s *Store) commitLocked(r *resourceStore, typ eventType, key string, stored
 		}
 		r.objects[key] = stored
 	}
-	ev := &event{rv: sent.rv, typ: typ, obj: sent, prev: prev, frame: buildFrame(typ, sent.full)}
+	frame := sent.frame
+	if sent.frameType != typ {
+		frame = buildFrame(typ, sent.full)
+	}
+	ev := &event{rv: sent.rv, typ: typ, obj: sent, prev: prev, frame: frame}
 	if r.hist.push(ev) != nil {
 		r.floor = r.hist.at(0).rv - 1
 	}

@@ -127,7 +127,7 @@ func (ev *event) variant(r *resourceStore, typ eventType) []byte {
 		return ev.asAdded
 	}
 	if ev.asDeleted == nil {
-		ev.asDeleted = buildFrame(evDeleted, r.withRV(ev.prev, ev.rv).full)
+		ev.asDeleted = r.withRV(ev.prev, ev.rv, evDeleted).frame
 	}
 	return ev.asDeleted
 }

@@ -43,3 +43,8 @@ fake-apiserver:
 
 clean:
 	$(BAZEL) clean
+
+# Real kube-apiserver + embedded etcd for integration tests (see testing/kube/README.md).
+.PHONY: kube-testserver
+kube-testserver:
+	testing/kube/start --build-only

@@ -49,25 +49,31 @@ TEST(MutexTest, AwaitWithDeadlineGivesUpWhenThePredicateNeverHolds) {
   EXPECT_TRUE(mu.AwaitWithDeadline([] { return true; }, absl::Now() + absl::Seconds(5)));
 }
 
-TEST(MutexTest, ReadersShareTheLock) {
+TEST(MutexTest, AwaitRechecksAfterEveryUnlockUntilThePredicateHolds) {
   Mutex mu;
-  int value = 7;
-  std::vector<std::thread> readers;
-  std::atomic<int> sum{0};
-  for (int t = 0; t < 3; ++t) {
-    readers.emplace_back([&] {
-      for (int i = 0; i < 1000; ++i) {
-        ReaderMutexLock lock(&mu);
-        sum += value;
-      }
-    });
-  }
-  {
+  int value = 0;
+  std::thread waiter([&] {
     MutexLock lock(&mu);
-    value = 7;
+    mu.Await([&] { return value == 100; });
+    EXPECT_EQ(value, 100);
+  });
+  for (int i = 0; i < 100; ++i) {
+    MutexLock lock(&mu);
+    ++value;
   }
-  for (auto& t : readers) t.join();
-  EXPECT_EQ(sum.load(), 3 * 1000 * 7);
+  waiter.join();
+}
+
+TEST(MutexTest, AwaitWithDeadlineSucceedsWhenAnotherThreadMakesThePredicateTrue) {
+  Mutex mu;
+  bool ready = false;
+  std::thread setter([&] {
+    MutexLock lock(&mu);
+    ready = true;
+  });
+  MutexLock lock(&mu);
+  EXPECT_TRUE(mu.AwaitWithDeadline([&] { return ready; }, absl::Now() + absl::Seconds(30)));
+  setter.join();
 }
 
 }  // namespace

@@ -31,59 +31,66 @@ absl::Status DelayingQueue::AddAfterLocked(absl::string_view key, absl::Duration
   if (metrics() != nullptr) metrics()->retries->Inc();
   if (delay <= absl::ZeroDuration()) return AddLocked(key);
 
-  absl::Time ready_at = clock_->Now() + delay;
-  auto [it, inserted] = waiting_.try_emplace(key);
-  if (!inserted && it->second.ready_at <= ready_at) return absl::OkStatus();  // keep earlier
-  uint64_t seq = next_seq_++;
-  it->second = Deadline{ready_at, seq};
-  heap_.push_back(HeapItem{ready_at, seq, std::string(key)});
+  int64_t ready_ns = absl::ToUnixNanos(clock_->Now() + delay);
+  SlotId id = SlotForLocked(key);
+  Slot& slot = SlotAt(id);
+  if (slot.waiting_seq != 0) {
+    if (slot.waiting_until_ns <= ready_ns) return absl::OkStatus();  // keep the earlier one
+  } else {
+    ++waiting_count_;
+  }
+  slot.waiting_seq = next_seq_++;
+  slot.waiting_until_ns = ready_ns;
+  heap_.push_back(HeapItem{ready_ns, slot.waiting_seq, id});
   std::push_heap(heap_.begin(), heap_.end(), Later());
-  if (ready_at < armed_for_) ArmLocked();
+  if (ready_ns < armed_for_ns_) ArmLocked();
   return absl::OkStatus();
 }
 
 void DelayingQueue::ArmLocked() {
-  // Drop stale items so the top is the real earliest deadline.
-  while (!heap_.empty()) {
-    const HeapItem& top = heap_.front();
-    auto it = waiting_.find(top.key);
-    if (it != waiting_.end() && it->second.seq == top.seq) break;
+  while (!heap_.empty() && !LiveLocked(heap_.front())) {
     std::pop_heap(heap_.begin(), heap_.end(), Later());
     heap_.pop_back();
   }
   if (heap_.empty()) {
-    armed_for_ = absl::InfiniteFuture();
+    armed_for_ns_ = INT64_MAX;
     timer_->Disarm();
     return;
   }
-  armed_for_ = heap_.front().ready_at;
-  timer_->ArmAt(armed_for_);
+  armed_for_ns_ = heap_.front().ready_ns;
+  timer_->ArmAt(absl::FromUnixNanos(armed_for_ns_));
 }
 
 void DelayingQueue::OnTimer() {
   MutexLock lock(&mu_);
   if (ShuttingDownLocked()) {
+    // Keys still waiting for a deadline are dropped, as client-go's waiting loop does.
+    for (const HeapItem& item : heap_) {
+      if (!LiveLocked(item)) continue;
+      SlotAt(item.slot).waiting_seq = 0;
+      ReleaseIfIdleLocked(item.slot);
+    }
     heap_.clear();
-    waiting_.clear();
-    armed_for_ = absl::InfiniteFuture();
+    waiting_count_ = 0;
+    armed_for_ns_ = INT64_MAX;
     return;
   }
-  absl::Time now = clock_->Now();
-  while (!heap_.empty() && heap_.front().ready_at <= now) {
+  int64_t now_ns = absl::ToUnixNanos(clock_->Now());
+  while (!heap_.empty() && heap_.front().ready_ns <= now_ns) {
     std::pop_heap(heap_.begin(), heap_.end(), Later());
-    HeapItem item = std::move(heap_.back());
+    HeapItem item = heap_.back();
     heap_.pop_back();
-    auto it = waiting_.find(item.key);
-    if (it == waiting_.end() || it->second.seq != item.seq) continue;  // stale
-    waiting_.erase(it);
-    AddLocked(item.key).IgnoreError();  // cannot fail: non-empty key, not shutting down
+    if (!LiveLocked(item)) continue;
+    SlotAt(item.slot).waiting_seq = 0;
+    --waiting_count_;
+    AddSlotLocked(item.slot);
   }
   ArmLocked();
 }
 
 size_t DelayingQueue::Waiting() const {
   MutexLock lock(&mu_);
-  return waiting_.size();
+  return waiting_count_;
 }
 
 }  // namespace informerd::workqueue

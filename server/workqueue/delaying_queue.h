@@ -11,6 +11,7 @@
 //
 // After shutdown AddAfter is refused like Add (FailedPrecondition) and keys still waiting for
 // their deadline are dropped; keys already due stay in the queue for Get, as in client-go.
+// Waiting keys share the queue's key slots, so a retry costs no allocation in steady state.
 //
 // Thread safety: every method may be called concurrently from any thread.
 #ifndef INFORMERD_SERVER_WORKQUEUE_DELAYING_QUEUE_H_
@@ -21,7 +22,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -48,32 +48,31 @@ class DelayingQueue : public Queue {
 
  private:
   struct HeapItem {
-    absl::Time ready_at;
-    uint64_t seq;
-    std::string key;
+    int64_t ready_ns;  // unix ns
+    uint64_t seq;      // FIFO among equal deadlines; identifies the live item of a slot
+    SlotId slot;
   };
   struct Later {
     bool operator()(const HeapItem& a, const HeapItem& b) const {
-      return a.ready_at != b.ready_at ? a.ready_at > b.ready_at : a.seq > b.seq;
+      return a.ready_ns != b.ready_ns ? a.ready_ns > b.ready_ns : a.seq > b.seq;
     }
-  };
-  struct Deadline {
-    absl::Time ready_at;
-    uint64_t seq;  // the live heap item for this key
   };
 
   // Moves every due key into the queue and re-arms the timer for the next deadline.
   void OnTimer();
+  // Pops stale items, then arms (or disarms) the timer for the earliest live deadline.
   void ArmLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool LiveLocked(const HeapItem& item) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return SlotAt(item.slot).waiting_seq == item.seq;
+  }
 
   uint64_t next_seq_ ABSL_GUARDED_BY(mu_) = 1;
-  // Min-heap by (ready_at, seq). A heap item is live iff waiting_[key].seq == item.seq; a key
-  // moved to an earlier deadline leaves a stale item behind, skipped when it surfaces.
+  // Min-heap by (ready_ns, seq). An item is live iff its slot's waiting_seq equals its seq; a
+  // key moved to an earlier deadline leaves a stale item behind, skipped when it surfaces.
   std::vector<HeapItem> heap_ ABSL_GUARDED_BY(mu_);
-  // Each key waiting for its deadline, once.
-  absl::flat_hash_map<std::string, Deadline> waiting_ ABSL_GUARDED_BY(mu_);
-  // The deadline the timer is armed for; InfiniteFuture when disarmed.
-  absl::Time armed_for_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
+  size_t waiting_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // The deadline the timer is armed for (unix ns); INT64_MAX when disarmed.
+  int64_t armed_for_ns_ ABSL_GUARDED_BY(mu_) = INT64_MAX;
   std::unique_ptr<Timer> timer_;
 };
 

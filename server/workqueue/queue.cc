@@ -6,17 +6,34 @@
 #include "absl/strings/str_cat.h"
 
 namespace informerd::workqueue {
+namespace {
 
-absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(QueueOptions options) {
-  if (absl::Status status = Validate(options); !status.ok()) return status;
-  return std::unique_ptr<Queue>(new Queue(std::move(options)));
+// How long a Get on an empty queue spins before it parks. A producer on the other core usually
+// delivers within this window, which saves both sides a futex wake-up per key.
+constexpr absl::Duration kSpinBeforePark = absl::Microseconds(20);
+
+// Free slots beyond this many give their key buffers back, bounding what a burst leaves behind
+// while keeping steady-state traffic free of allocations.
+constexpr size_t kFreeSlotsKeepingBuffers = 64 * 1024;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
 }
+
+}  // namespace
 
 absl::Status Queue::Validate(const QueueOptions& options) {
   if (options.unfinished_work_update_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("unfinished_work_update_period must be positive");
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(QueueOptions options) {
+  if (absl::Status status = Validate(options); !status.ok()) return status;
+  return std::unique_ptr<Queue>(new Queue(std::move(options)));
 }
 
 Queue::Queue(QueueOptions options)
@@ -37,6 +54,82 @@ Queue::~Queue() {
   unfinished_work_timer_.reset();  // waits for a running update
 }
 
+// ---- slots ----
+
+Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
+  // One hash and probe whether the key is live or new; a new key's index entry views the
+  // slot's own copy of it.
+  auto it = index_.lazy_emplace(key, [&](const auto& construct) {
+    SlotId id;
+    if (free_head_ != kNoSlot) {
+      id = free_head_;
+      free_head_ = slots_[id].next;
+      --free_count_;
+    } else {
+      id = static_cast<SlotId>(slots_.size());
+      slots_.emplace_back();
+    }
+    Slot& slot = slots_[id];
+    slot.key.assign(key.data(), key.size());
+    slot.next = kNoSlot;
+    construct(absl::string_view(slot.key), id);
+  });
+  return it->second;
+}
+
+void Queue::ReleaseIfIdleLocked(SlotId id) {
+  const Slot& slot = slots_[id];
+  if (slot.dirty || slot.processing || slot.waiting_seq != 0) return;
+  FreeLocked(index_.find(absl::string_view(slot.key)));
+}
+
+void Queue::FreeLocked(Index::iterator it) {
+  SlotId id = it->second;
+  Slot& slot = slots_[id];
+  index_.erase(it);
+  if (free_count_ >= kFreeSlotsKeepingBuffers) {
+    std::string().swap(slot.key);  // bound memory kept after a burst
+  }
+  slot.next = free_head_;
+  free_head_ = id;
+  ++free_count_;
+}
+
+// ---- FIFO ----
+
+void Queue::PushBackLocked(SlotId id) {
+  slots_[id].next = kNoSlot;
+  if (tail_ == kNoSlot) {
+    head_ = id;
+  } else {
+    slots_[tail_].next = id;
+  }
+  tail_ = id;
+  len_hint_.store(++len_, std::memory_order_release);
+}
+
+Queue::SlotId Queue::PopLocked() {
+  SlotId id = head_;
+  Slot& slot = slots_[id];
+  head_ = slot.next;
+  if (head_ == kNoSlot) tail_ = kNoSlot;
+  slot.next = kNoSlot;
+  len_hint_.store(--len_, std::memory_order_release);
+  slot.dirty = false;
+  slot.processing = true;
+  ++processing_count_;
+  if (metrics_ != nullptr) {
+    int64_t now = absl::ToUnixNanos(clock_->Now());
+    metrics_->depth->Dec();
+    metrics_->queue_latency->Observe(static_cast<double>(now - slot.added_at_ns) * 1e-9);
+    slot.started_at_ns = now;
+    in_flight_.insert(id);
+  }
+  return id;
+}
+
+// ---- Add ----
+
 absl::Status Queue::Add(absl::string_view key) {
   MutexLock lock(&mu_);
   return AddLocked(key);
@@ -47,91 +140,109 @@ absl::Status Queue::AddLocked(absl::string_view key) {
   if (shutting_down_) {
     return absl::FailedPreconditionError("queue is shutting down; key not added");
   }
-  auto [it, inserted] = items_.try_emplace(key);
-  Entry& entry = it->second;
-  if (entry.dirty) return absl::OkStatus();  // already waiting: dedup
-  entry.dirty = true;
-  if (metrics_ != nullptr) {
-    metrics_->adds->Inc();
-    entry.added_at = clock_->Now();
-  }
-  if (entry.processing) return absl::OkStatus();  // Done will re-queue it
-  if (metrics_ != nullptr) metrics_->depth->Inc();
-  queue_.push_back(&*it);
+  AddSlotLocked(SlotForLocked(key));
   return absl::OkStatus();
 }
 
-std::string Queue::PopLocked() {
-  Item* item = queue_.front();
-  queue_.pop_front();
-  Entry& entry = item->second;
-  entry.dirty = false;
-  entry.processing = true;
-  ++processing_count_;
+void Queue::AddSlotLocked(SlotId id) {
+  Slot& slot = slots_[id];
+  if (slot.dirty) return;  // already waiting: dedup
+  slot.dirty = true;
   if (metrics_ != nullptr) {
-    absl::Time now = clock_->Now();
-    metrics_->depth->Dec();
-    metrics_->queue_latency->Observe(absl::ToDoubleSeconds(now - entry.added_at));
-    entry.started_at = now;
-    in_flight_.insert(item);
+    metrics_->adds->Inc();
+    slot.added_at_ns = absl::ToUnixNanos(clock_->Now());
   }
-  return item->first;
+  if (slot.processing) return;  // Done will re-queue it
+  if (metrics_ != nullptr) metrics_->depth->Inc();
+  PushBackLocked(id);
+}
+
+// ---- Get ----
+
+void Queue::WaitForWorkLocked() {
+  if (len_ > 0 || shutting_down_) return;
+  mu_.Unlock();
+  absl::Time give_up = absl::Now() + kSpinBeforePark;
+  for (int spins = 1;; ++spins) {
+    if (len_hint_.load(std::memory_order_acquire) > 0 ||
+        shutdown_hint_.load(std::memory_order_acquire)) {
+      break;
+    }
+    CpuRelax();
+    if (spins % 64 == 0 && absl::Now() >= give_up) break;
+  }
+  mu_.Lock();
+  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return len_ > 0 || shutting_down_; });
+}
+
+bool Queue::Get(std::string* key) {
+  MutexLock lock(&mu_);
+  WaitForWorkLocked();
+  if (len_ == 0) return false;
+  key->assign(slots_[PopLocked()].key);
+  return true;
 }
 
 std::optional<std::string> Queue::Get() {
+  std::string key;
+  if (!Get(&key)) return std::nullopt;
+  return key;
+}
+
+size_t Queue::GetBatch(size_t max, std::vector<std::string>* keys) {
   MutexLock lock(&mu_);
-  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !queue_.empty() || shutting_down_;
-  });
-  if (queue_.empty()) return std::nullopt;
-  return PopLocked();
+  WaitForWorkLocked();
+  size_t n = std::min(std::max<size_t>(max, 1), len_);
+  keys->resize(n);
+  for (size_t i = 0; i < n; ++i) (*keys)[i].assign(slots_[PopLocked()].key);
+  return n;
 }
 
 std::vector<std::string> Queue::GetBatch(size_t max) {
   std::vector<std::string> keys;
-  MutexLock lock(&mu_);
-  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !queue_.empty() || shutting_down_;
-  });
-  size_t n = std::min(std::max<size_t>(max, 1), queue_.size());
-  keys.reserve(n);
-  for (size_t i = 0; i < n; ++i) keys.push_back(PopLocked());
+  GetBatch(max, &keys);
   return keys;
 }
 
 size_t Queue::TryGetBatch(size_t max, std::vector<std::string>* out) {
   MutexLock lock(&mu_);
-  size_t n = std::min(max, queue_.size());
-  for (size_t i = 0; i < n; ++i) out->push_back(PopLocked());
+  size_t n = std::min(max, len_);
+  for (size_t i = 0; i < n; ++i) out->push_back(slots_[PopLocked()].key);
   return n;
 }
 
+// ---- Done ----
+
 absl::Status Queue::Done(absl::string_view key) {
   MutexLock lock(&mu_);
-  auto it = items_.find(key);
-  if (it == items_.end() || !it->second.processing) {
+  auto it = index_.find(key);
+  if (it == index_.end() || !slots_[it->second].processing) {
     return absl::FailedPreconditionError(
         absl::StrCat("key \"", key, "\" is not being processed; Done ignored"));
   }
-  Entry& entry = it->second;
-  entry.processing = false;
+  SlotId id = it->second;
+  Slot& slot = slots_[id];
+  slot.processing = false;
   --processing_count_;
   if (metrics_ != nullptr) {
-    metrics_->work_duration->Observe(absl::ToDoubleSeconds(clock_->Now() - entry.started_at));
-    in_flight_.erase(&*it);
+    int64_t now = absl::ToUnixNanos(clock_->Now());
+    metrics_->work_duration->Observe(static_cast<double>(now - slot.started_at_ns) * 1e-9);
+    in_flight_.erase(id);
   }
-  if (entry.dirty) {
+  if (slot.dirty) {
     if (metrics_ != nullptr) metrics_->depth->Inc();
-    queue_.push_back(&*it);
-  } else {
-    items_.erase(it);
+    PushBackLocked(id);
+  } else if (slot.waiting_seq == 0) {
+    FreeLocked(it);
   }
   return absl::OkStatus();
 }
 
+// ---- state and shutdown ----
+
 size_t Queue::Len() const {
   MutexLock lock(&mu_);
-  return queue_.size();
+  return len_;
 }
 
 size_t Queue::Processing() const {
@@ -143,12 +254,14 @@ void Queue::ShutDown() {
   MutexLock lock(&mu_);
   drain_ = false;
   shutting_down_ = true;
+  shutdown_hint_.store(true, std::memory_order_release);
 }
 
 void Queue::ShutDownWithDrain() {
   MutexLock lock(&mu_);
   drain_ = true;
   shutting_down_ = true;
+  shutdown_hint_.store(true, std::memory_order_release);
   mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return processing_count_ == 0 || !drain_;
   });
@@ -161,17 +274,19 @@ bool Queue::ShuttingDown() const {
 
 void Queue::UpdateUnfinishedWork() {
   MutexLock lock(&mu_);
-  absl::Time now = clock_->Now();
+  int64_t now = absl::ToUnixNanos(clock_->Now());
   double total = 0;
   double oldest = 0;
-  for (const Item* item : in_flight_) {
-    double age = absl::ToDoubleSeconds(now - item->second.started_at);
+  for (SlotId id : in_flight_) {
+    double age = static_cast<double>(now - slots_[id].started_at_ns) * 1e-9;
     total += age;
     oldest = std::max(oldest, age);
   }
   metrics_->unfinished_work_seconds->Set(total);
   metrics_->longest_running_processor->Set(oldest);
-  if (!shutting_down_) unfinished_work_timer_->ArmAt(now + unfinished_work_update_period_);
+  if (!shutting_down_) {
+    unfinished_work_timer_->ArmAt(absl::FromUnixNanos(now) + unfinished_work_update_period_);
+  }
 }
 
 }  // namespace informerd::workqueue

@@ -27,7 +27,9 @@
 #ifndef INFORMERD_SERVER_WORKQUEUE_QUEUE_H_
 #define INFORMERD_SERVER_WORKQUEUE_QUEUE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -35,7 +37,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/container/node_hash_map.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -71,12 +73,17 @@ class Queue {
   // Blocks until a key is waiting, then hands it out for processing. nullopt: the queue is shut
   // down and empty.
   std::optional<std::string> Get();
+  // As Get, writing the key into `*key` (reusing its buffer); false: shut down and empty.
+  bool Get(std::string* key);
 
   // Blocks like Get, then hands out up to `max` waiting keys (at least one) in FIFO order.
   // Empty: the queue is shut down and empty. max == 0 is treated as 1.
   std::vector<std::string> GetBatch(size_t max);
+  // As GetBatch, into `*keys` (replacing its contents, reusing its strings' buffers); returns
+  // how many keys it holds, 0 when shut down and empty.
+  size_t GetBatch(size_t max, std::vector<std::string>* keys);
 
-  // Non-blocking GetBatch: appends up to `max` waiting keys to `out`; returns how many.
+  // Non-blocking: appends up to `max` waiting keys to `out`; returns how many.
   size_t TryGetBatch(size_t max, std::vector<std::string>* out);
 
   // Ends processing of `key`; re-queues it if it was added meanwhile.
@@ -95,41 +102,71 @@ class Queue {
   explicit Queue(QueueOptions options);
   static absl::Status Validate(const QueueOptions& options);
 
+  // Keys live in slots, recycled through a free list so that steady-state traffic allocates
+  // nothing. A slot is live (indexed by its key) while it is dirty, processing or, for the
+  // delaying layer, waiting for a deadline; otherwise it is free.
+  using SlotId = uint32_t;
+  static constexpr SlotId kNoSlot = ~SlotId{0};
+  using Index = absl::flat_hash_map<absl::string_view, SlotId>;
+  struct Slot {
+    std::string key;         // buffer kept across lives
+    SlotId next = kNoSlot;   // next in the FIFO (dirty, not processing) or in the free list
+    bool dirty = false;      // waiting in the FIFO, or added again while processing
+    bool processing = false; // handed out by Get and not yet Done
+    // Delaying layer: the live heap entry for this key, 0 when not waiting for a deadline.
+    uint64_t waiting_seq = 0;
+    int64_t waiting_until_ns = 0;  // its deadline (unix ns), valid while waiting_seq != 0
+    int64_t added_at_ns = 0;       // metrics only: when it became dirty
+    int64_t started_at_ns = 0;     // metrics only: when Get handed it out
+  };
+
   // The one lock of this queue and of the layers built on it (delaying, rate limiting).
   mutable Mutex mu_;
   Clock* const clock_;
 
+  // Finds the live slot of `key` or makes one. REQUIRES: !key.empty().
+  SlotId SlotForLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Slot& SlotAt(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[id]; }
+  // Frees `id` if it is neither dirty, processing nor waiting.
+  void ReleaseIfIdleLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status AddLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Add of a live slot. REQUIRES: not shutting down.
+  void AddSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShuttingDownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; }
   // nullptr when metrics are off.
   QueueMetrics* metrics() const { return metrics_.get(); }
 
  private:
-  struct Entry {
-    bool dirty = false;       // waiting, or added again while processing
-    bool processing = false;  // handed out by Get and not yet Done
-    absl::Time added_at;      // metrics only: when it became dirty
-    absl::Time started_at;    // metrics only: when Get handed it out
-  };
-  // Node-based so that queue_ can point at entries: they never move.
-  using Items = absl::node_hash_map<std::string, Entry>;
-  using Item = Items::value_type;
-
-  // Hands out the front key. REQUIRES: !queue_.empty().
-  std::string PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unindexes and frees the idle slot `it` names.
+  void FreeLocked(Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PushBackLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands out the front key. REQUIRES: len_ > 0.
+  SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Spins briefly, without the lock, for a key to arrive or shutdown; then takes the lock and
+  // waits for it. Returns with the lock held and a key waiting or the queue shut down.
+  void WaitForWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdateUnfinishedWork();
 
   const std::string name_;
   const std::unique_ptr<QueueMetrics> metrics_;  // null: metrics off
   const absl::Duration unfinished_work_update_period_;
 
-  // Every key that is dirty or processing has an entry; others have none.
-  Items items_ ABSL_GUARDED_BY(mu_);
-  // The waiting keys in FIFO order: an item is here, once, iff it is dirty and not processing.
-  std::deque<Item*> queue_ ABSL_GUARDED_BY(mu_);
+  // Slot storage; a deque so that slots (and the keys the index views) never move.
+  std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  SlotId free_head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
+  size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Every live slot, by its key (views into Slot::key).
+  Index index_ ABSL_GUARDED_BY(mu_);
+  // The FIFO, linked through Slot::next: a slot is in it, once, iff dirty and not processing.
+  SlotId head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
+  SlotId tail_ ABSL_GUARDED_BY(mu_) = kNoSlot;
+  size_t len_ ABSL_GUARDED_BY(mu_) = 0;
+  // Mirrors of len_ and shutting_down_ for the lock-free spin in WaitForWorkLocked.
+  std::atomic<size_t> len_hint_{0};
+  std::atomic<bool> shutdown_hint_{false};
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Metrics only: the items being processed, for the in-flight work gauges.
-  absl::flat_hash_set<const Item*> in_flight_ ABSL_GUARDED_BY(mu_);
+  // Metrics only: the slots being processed, for the in-flight work gauges.
+  absl::flat_hash_set<SlotId> in_flight_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool drain_ ABSL_GUARDED_BY(mu_) = false;
   std::unique_ptr<Timer> unfinished_work_timer_;  // null: metrics off

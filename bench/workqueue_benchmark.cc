@@ -51,15 +51,33 @@ void BM_Add(benchmark::State& state) {
 }
 BENCHMARK(BM_Add);
 
-// Get then Done of kBatch waiting keys.
+// Get then Done of kBatch waiting keys, through leases (the path the gRPC layer uses).
 void BM_GetDone(benchmark::State& state) {
   const auto& keys = Keys(kBatch);
   auto q = Queue::Create({}).value();
+  Lease lease;
   for (auto _ : state) {
     state.PauseTiming();
     for (int i = 0; i < kBatch; ++i) q->Add(keys[i]).IgnoreError();
     state.ResumeTiming();
-    std::string key;
+    for (int i = 0; i < kBatch; ++i) {
+      q->Get(&lease);
+      q->Done(lease).IgnoreError();
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_GetDone);
+
+// As BM_GetDone, with client-go's calls: Done by key.
+void BM_GetDoneByKey(benchmark::State& state) {
+  const auto& keys = Keys(kBatch);
+  auto q = Queue::Create({}).value();
+  std::string key;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < kBatch; ++i) q->Add(keys[i]).IgnoreError();
+    state.ResumeTiming();
     for (int i = 0; i < kBatch; ++i) {
       q->Get(&key);
       q->Done(key).IgnoreError();
@@ -67,7 +85,7 @@ void BM_GetDone(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
-BENCHMARK(BM_GetDone);
+BENCHMARK(BM_GetDoneByKey);
 
 // One producer thread adds kBatch*10 distinct keys while one consumer thread Gets and Dones them.
 void BM_ContendedAddGet(benchmark::State& state) {
@@ -76,10 +94,10 @@ void BM_ContendedAddGet(benchmark::State& state) {
   for (auto _ : state) {
     auto q = Queue::Create({}).value();
     std::thread consumer([&] {
-      std::string key;
+      Lease lease;
       for (int done = 0; done < kN; ++done) {
-        q->Get(&key);
-        q->Done(key).IgnoreError();
+        q->Get(&lease);
+        q->Done(lease).IgnoreError();
       }
     });
     for (int i = 0; i < kN; ++i) q->Add(keys[i]).IgnoreError();
@@ -99,10 +117,10 @@ void BM_AddAfterDrain1M(benchmark::State& state) {
   for (auto _ : state) {
     auto q = DelayingQueue::Create({}).value();
     for (int i = 0; i < kN; ++i) q->AddAfter(keys[i], delays[i]).IgnoreError();
-    std::string key;
+    Lease lease;
     for (int i = 0; i < kN; ++i) {
-      q->Get(&key);
-      q->Done(key).IgnoreError();
+      q->Get(&lease);
+      q->Done(lease).IgnoreError();
     }
   }
   state.SetItemsProcessed(state.iterations() * kN);
@@ -113,14 +131,14 @@ BENCHMARK(BM_AddAfterDrain1M)->UseRealTime()->Unit(benchmark::kMillisecond)->Ite
 void BM_GetBatch128(benchmark::State& state) {
   const auto& keys = Keys(kBatch);
   auto q = Queue::Create({}).value();
-  std::vector<std::string> batch;
+  std::vector<Lease> batch;
   for (auto _ : state) {
     state.PauseTiming();
     for (int i = 0; i < kBatch; ++i) q->Add(keys[i]).IgnoreError();
     state.ResumeTiming();
     for (int got = 0; got < kBatch;) {
       q->GetBatch(128, &batch);
-      for (const auto& k : batch) q->Done(k).IgnoreError();
+      for (const Lease& lease : batch) q->Done(lease).IgnoreError();
       got += batch.size();
     }
   }

@@ -57,9 +57,9 @@ Queue::~Queue() {
 // ---- slots ----
 
 Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
-  // One hash and probe whether the key is live or new; a new key's index entry views the
-  // slot's own copy of it.
-  auto it = index_.lazy_emplace(key, [&](const auto& construct) {
+  // One hash and one probe whether the key is live or new.
+  const HashedKey hashed{key, HashBytes(key)};
+  auto it = index_.lazy_emplace(hashed, [&](const auto& construct) {
     SlotId id;
     if (free_head_ != kNoSlot) {
       id = free_head_;
@@ -71,22 +71,27 @@ Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
     }
     Slot& slot = slots_[id];
     slot.key.assign(key.data(), key.size());
+    slot.hash = hashed.hash;
     slot.next = kNoSlot;
-    construct(absl::string_view(slot.key), id);
+    construct(id);
   });
-  return it->second;
+  return *it;
+}
+
+Queue::SlotId Queue::FindLocked(absl::string_view key) {
+  auto it = index_.find(HashedKey{key, HashBytes(key)});
+  return it == index_.end() ? kNoSlot : *it;
 }
 
 void Queue::ReleaseIfIdleLocked(SlotId id) {
   const Slot& slot = slots_[id];
   if (slot.dirty || slot.processing || slot.waiting_seq != 0) return;
-  FreeLocked(index_.find(absl::string_view(slot.key)));
+  FreeLocked(id);
 }
 
-void Queue::FreeLocked(Index::iterator it) {
-  SlotId id = it->second;
+void Queue::FreeLocked(SlotId id) {
+  index_.erase(id);  // hashes through the slot's cached hash
   Slot& slot = slots_[id];
-  index_.erase(it);
   if (free_count_ >= kFreeSlotsKeepingBuffers) {
     std::string().swap(slot.key);  // bound memory kept after a burst
   }
@@ -117,6 +122,7 @@ Queue::SlotId Queue::PopLocked() {
   len_hint_.store(--len_, std::memory_order_release);
   slot.dirty = false;
   slot.processing = true;
+  slot.token = ++last_token_;
   ++processing_count_;
   if (metrics_ != nullptr) {
     int64_t now = absl::ToUnixNanos(clock_->Now());
@@ -183,6 +189,37 @@ bool Queue::Get(std::string* key) {
   return true;
 }
 
+void Queue::FillLeaseLocked(SlotId id, Lease* lease) {
+  const Slot& slot = slots_[id];
+  lease->key.assign(slot.key);
+  lease->token = slot.token;
+  lease->slot = id;
+}
+
+bool Queue::Get(Lease* lease) {
+  MutexLock lock(&mu_);
+  WaitForWorkLocked();
+  if (len_ == 0) return false;
+  FillLeaseLocked(PopLocked(), lease);
+  return true;
+}
+
+size_t Queue::GetBatch(size_t max, std::vector<Lease>* leases) {
+  MutexLock lock(&mu_);
+  WaitForWorkLocked();
+  size_t n = std::min(std::max<size_t>(max, 1), len_);
+  leases->resize(n);
+  for (size_t i = 0; i < n; ++i) FillLeaseLocked(PopLocked(), &(*leases)[i]);
+  return n;
+}
+
+size_t Queue::TryGetBatch(size_t max, std::vector<Lease>* out) {
+  MutexLock lock(&mu_);
+  size_t n = std::min(max, len_);
+  for (size_t i = 0; i < n; ++i) FillLeaseLocked(PopLocked(), &out->emplace_back());
+  return n;
+}
+
 std::optional<std::string> Queue::Get() {
   std::string key;
   if (!Get(&key)) return std::nullopt;
@@ -215,12 +252,30 @@ size_t Queue::TryGetBatch(size_t max, std::vector<std::string>* out) {
 
 absl::Status Queue::Done(absl::string_view key) {
   MutexLock lock(&mu_);
-  auto it = index_.find(key);
-  if (it == index_.end() || !slots_[it->second].processing) {
+  SlotId id = FindLocked(key);
+  if (id == kNoSlot || !slots_[id].processing) {
     return absl::FailedPreconditionError(
         absl::StrCat("key \"", key, "\" is not being processed; Done ignored"));
   }
-  SlotId id = it->second;
+  DoneLocked(id);
+  return absl::OkStatus();
+}
+
+absl::Status Queue::Done(const Lease& lease) {
+  MutexLock lock(&mu_);
+  // Tokens are unique across the queue's life, so a matching token on a processing slot is
+  // this very hand-out; anything else is stale.
+  if (lease.slot >= slots_.size() || !slots_[lease.slot].processing ||
+      slots_[lease.slot].token != lease.token) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease of key \"", lease.key, "\" with token ", lease.token,
+        " is not current (already done, or the key was handed out again); Done ignored"));
+  }
+  DoneLocked(lease.slot);
+  return absl::OkStatus();
+}
+
+void Queue::DoneLocked(SlotId id) {
   Slot& slot = slots_[id];
   slot.processing = false;
   --processing_count_;
@@ -233,9 +288,8 @@ absl::Status Queue::Done(absl::string_view key) {
     if (metrics_ != nullptr) metrics_->depth->Inc();
     PushBackLocked(id);
   } else if (slot.waiting_seq == 0) {
-    FreeLocked(it);
+    FreeLocked(id);
   }
-  return absl::OkStatus();
 }
 
 // ---- state and shutdown ----

@@ -20,8 +20,13 @@
 // an Add after shutdown is refused (FailedPrecondition, nothing is queued), and Done of a key
 // that is not being processed changes nothing (FailedPrecondition).
 //
-// Extension: GetBatch(max) hands out up to `max` keys in one call, each under the same rules, so
-// the gRPC layer can batch deliveries.
+// Extensions:
+//   * GetBatch(max) hands out up to `max` keys in one call, each under the same rules, so the
+//     gRPC layer can batch deliveries.
+//   * Leases: Get/GetBatch can return a Lease (key, fencing token) instead of a bare key, and
+//     Done(lease) ends exactly that hand-out. Tokens increase with every hand-out, so a Done
+//     for an earlier hand-out of the same key is refused (FailedPrecondition) instead of ending
+//     the current one. Done(lease) also skips the key lookup, which makes it the fast path.
 //
 // Thread safety: every method may be called concurrently from any thread.
 #ifndef INFORMERD_SERVER_WORKQUEUE_QUEUE_H_
@@ -43,6 +48,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/hash.h"
 #include "base/mutex.h"
 #include "server/workqueue/metrics.h"
 
@@ -57,6 +63,15 @@ struct QueueOptions {
   MetricsProvider* metrics_provider = nullptr;
   // How often the in-flight work gauges are refreshed (client-go: 500 ms).
   absl::Duration unfinished_work_update_period = absl::Milliseconds(500);
+};
+
+// One hand-out of a key by Get/GetBatch.
+struct Lease {
+  std::string key;
+  // Fencing token: strictly increasing across all hand-outs of this queue (hence per key).
+  uint64_t token = 0;
+  // Where the queue keeps the key; opaque to callers.
+  uint32_t slot = 0;
 };
 
 class Queue {
@@ -83,11 +98,18 @@ class Queue {
   // how many keys it holds, 0 when shut down and empty.
   size_t GetBatch(size_t max, std::vector<std::string>* keys);
 
+  // Lease forms of the above: each key comes with the fencing token of this hand-out.
+  bool Get(Lease* lease);
+  size_t GetBatch(size_t max, std::vector<Lease>* leases);
+
   // Non-blocking: appends up to `max` waiting keys to `out`; returns how many.
   size_t TryGetBatch(size_t max, std::vector<std::string>* out);
+  size_t TryGetBatch(size_t max, std::vector<Lease>* out);
 
   // Ends processing of `key`; re-queues it if it was added meanwhile.
   absl::Status Done(absl::string_view key);
+  // Ends the hand-out `lease` names; FailedPrecondition if that hand-out already ended.
+  absl::Status Done(const Lease& lease);
 
   // Number of keys waiting (not counting those only being processed).
   size_t Len() const;
@@ -107,7 +129,6 @@ class Queue {
   // delaying layer, waiting for a deadline; otherwise it is free.
   using SlotId = uint32_t;
   static constexpr SlotId kNoSlot = ~SlotId{0};
-  using Index = absl::flat_hash_map<absl::string_view, SlotId>;
   struct Slot {
     std::string key;         // buffer kept across lives
     SlotId next = kNoSlot;   // next in the FIFO (dirty, not processing) or in the free list
@@ -118,7 +139,30 @@ class Queue {
     int64_t waiting_until_ns = 0;  // its deadline (unix ns), valid while waiting_seq != 0
     int64_t added_at_ns = 0;       // metrics only: when it became dirty
     int64_t started_at_ns = 0;     // metrics only: when Get handed it out
+    uint64_t token = 0;            // fencing token of the current hand-out, while processing
+    uint64_t hash = 0;             // HashBytes(key), so the index never rehashes strings
   };
+
+  // The index of live slots: a set of slot ids hashed and compared through the slots' keys, with
+  // each key's hash cached in its slot. Lookups take a HashedKey (a key and its hash).
+  struct HashedKey {
+    absl::string_view key;
+    uint64_t hash;
+  };
+  struct SlotHash {
+    using is_transparent = void;
+    const std::deque<Slot>* slots;
+    size_t operator()(SlotId id) const { return (*slots)[id].hash; }
+    size_t operator()(const HashedKey& k) const { return k.hash; }
+  };
+  struct SlotEq {
+    using is_transparent = void;
+    const std::deque<Slot>* slots;
+    bool operator()(SlotId a, SlotId b) const { return a == b; }
+    bool operator()(SlotId a, const HashedKey& b) const { return (*slots)[a].key == b.key; }
+    bool operator()(const HashedKey& a, SlotId b) const { return (*slots)[b].key == a.key; }
+  };
+  using Index = absl::flat_hash_set<SlotId, SlotHash, SlotEq>;
 
   // The one lock of this queue and of the layers built on it (delaying, rate limiting).
   mutable Mutex mu_;
@@ -137,11 +181,16 @@ class Queue {
   QueueMetrics* metrics() const { return metrics_.get(); }
 
  private:
-  // Unindexes and frees the idle slot `it` names.
-  void FreeLocked(Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unindexes and frees the idle slot `id`.
+  void FreeLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The live slot of `key`, or kNoSlot.
+  SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushBackLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out the front key. REQUIRES: len_ > 0.
   SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FillLeaseLocked(SlotId id, Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends processing of the live slot `id` (found by key or by lease).
+  void DoneLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Spins briefly, without the lock, for a key to arrive or shutdown; then takes the lock and
   // waits for it. Returns with the lock held and a key waiting or the queue shut down.
   void WaitForWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -155,8 +204,8 @@ class Queue {
   std::deque<Slot> slots_ ABSL_GUARDED_BY(mu_);
   SlotId free_head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
-  // Every live slot, by its key (views into Slot::key).
-  Index index_ ABSL_GUARDED_BY(mu_);
+  // Every live slot, by its key.
+  Index index_ ABSL_GUARDED_BY(mu_){0, SlotHash{&slots_}, SlotEq{&slots_}};
   // The FIFO, linked through Slot::next: a slot is in it, once, iff dirty and not processing.
   SlotId head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   SlotId tail_ ABSL_GUARDED_BY(mu_) = kNoSlot;
@@ -165,6 +214,7 @@ class Queue {
   std::atomic<size_t> len_hint_{0};
   std::atomic<bool> shutdown_hint_{false};
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_token_ ABSL_GUARDED_BY(mu_) = 0;
   // Metrics only: the slots being processed, for the in-flight work gauges.
   absl::flat_hash_set<SlotId> in_flight_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

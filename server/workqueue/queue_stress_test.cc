@@ -46,16 +46,18 @@ TEST(QueueStressTest, NoKeyIsEverHeldByTwoConsumersAndNoAddIsLost) {
     consumers.emplace_back([&, c] {
       std::mt19937 rng(1000 + c);
       for (;;) {
-        std::vector<std::string> batch = q->GetBatch(1 + rng() % 4);
-        if (batch.empty()) return;
-        for (const std::string& key : batch) {
+        // Half the consumers end hand-outs by lease, half by key.
+        std::vector<Lease> batch;
+        if (q->GetBatch(1 + rng() % 4, &batch) == 0) return;
+        for (const Lease& lease : batch) {
+          const std::string& key = lease.key;
           int i = index_of(key);
           raise(last_start[i], ++ticks);
           if (holders[i].fetch_add(1) != 0) ++overlaps;
           for (int spin = rng() % 50; spin > 0; --spin) std::this_thread::yield();
           holders[i].fetch_sub(1);
           ++processed;
-          ASSERT_TRUE(q->Done(key).ok());
+          ASSERT_TRUE(c % 2 == 0 ? q->Done(lease).ok() : q->Done(key).ok());
         }
       }
     });

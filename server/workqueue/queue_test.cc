@@ -110,6 +110,73 @@ TEST(QueueTest, TryGetBatchNeverBlocks) {
   EXPECT_THAT(out, ElementsAre("a"));
 }
 
+TEST(QueueLeaseTest, EveryHandOutCarriesAHigherFencingToken) {
+  auto q = NewQueue();
+  ASSERT_TRUE(q->Add("a").ok());
+  ASSERT_TRUE(q->Add("b").ok());
+  Lease a1, b1, a2;
+  ASSERT_TRUE(q->Get(&a1));
+  ASSERT_TRUE(q->Get(&b1));
+  EXPECT_EQ(a1.key, "a");
+  EXPECT_EQ(b1.key, "b");
+  EXPECT_GT(b1.token, a1.token);
+  ASSERT_TRUE(q->Add("a").ok());
+  ASSERT_TRUE(q->Done(a1).ok());
+  ASSERT_TRUE(q->Get(&a2));
+  EXPECT_EQ(a2.key, "a");
+  EXPECT_GT(a2.token, b1.token);
+  ASSERT_TRUE(q->Done(b1).ok());
+  ASSERT_TRUE(q->Done(a2).ok());
+  EXPECT_EQ(q->Processing(), 0u);
+}
+
+TEST(QueueLeaseTest, AStaleLeaseCannotEndTheCurrentHandOut) {
+  auto q = NewQueue();
+  ASSERT_TRUE(q->Add("a").ok());
+  Lease first;
+  ASSERT_TRUE(q->Get(&first));
+  ASSERT_TRUE(q->Done(first).ok());
+  EXPECT_EQ(q->Done(first).code(), absl::StatusCode::kFailedPrecondition) << "double Done";
+  ASSERT_TRUE(q->Add("a").ok());
+  Lease second;
+  ASSERT_TRUE(q->Get(&second));
+  EXPECT_EQ(second.slot, first.slot) << "the slot is recycled, the token is not";
+  EXPECT_EQ(q->Done(first).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q->Processing(), 1u) << "the stale Done must leave the current hand-out alone";
+  ASSERT_TRUE(q->Done(second).ok());
+}
+
+TEST(QueueLeaseTest, ForgedLeasesAreRefused) {
+  auto q = NewQueue();
+  ASSERT_TRUE(q->Add("a").ok());
+  Lease real;
+  ASSERT_TRUE(q->Get(&real));
+  Lease out_of_range = real;
+  out_of_range.slot = 1000000;
+  EXPECT_EQ(q->Done(out_of_range).code(), absl::StatusCode::kFailedPrecondition);
+  Lease wrong_token = real;
+  wrong_token.token += 1;
+  EXPECT_EQ(q->Done(wrong_token).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q->Processing(), 1u);
+  EXPECT_TRUE(q->Done(real).ok());
+}
+
+TEST(QueueLeaseTest, LeaseAndKeyDoneAreInterchangeable) {
+  auto q = NewQueue();
+  for (const char* k : {"a", "b", "c"}) ASSERT_TRUE(q->Add(k).ok());
+  std::vector<Lease> leases;
+  ASSERT_EQ(q->GetBatch(3, &leases), 3u);
+  ASSERT_TRUE(q->Add("b").ok());  // added while processing
+  ASSERT_TRUE(q->Done("a").ok());
+  ASSERT_TRUE(q->Done(leases[1]).ok());
+  EXPECT_EQ(q->Done(leases[0]).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(q->Len(), 1u) << "b was re-queued by its lease's Done";
+  ASSERT_TRUE(q->Done(leases[2]).ok());
+  std::vector<Lease> more;
+  EXPECT_EQ(q->TryGetBatch(10, &more), 1u);
+  EXPECT_EQ(more[0].key, "b");
+}
+
 TEST(QueueTest, EmptyKeyIsRefused) {
   auto q = NewQueue();
   EXPECT_EQ(q->Add("").code(), absl::StatusCode::kInvalidArgument);

@@ -2,7 +2,7 @@
 """Joins informerd's Google Benchmark output with a reference run into the shared row format.
 
     bench_table.py --informerd cpp.json --reference ref.json --reference-name client-go \
-        --row NAME=BM_NAME:REF_NAME[:UNIT] ... --target 2 --out bench/results/x.json
+        --row "NAME=BM_NAME|REF_NAME[|UNIT]" ... --target 2 --out bench/results/x.json
 
 `--informerd` is Google Benchmark JSON (items_per_second per benchmark; with repetitions the
 median aggregate is used). `--reference` is {"rows": [{"name", "unit", "value"}]} as the Go
@@ -46,7 +46,7 @@ def main():
     p.add_argument("--informerd", required=True)
     p.add_argument("--reference", required=True)
     p.add_argument("--reference-name", required=True)
-    p.add_argument("--row", action="append", required=True, help="NAME=BM_NAME:REF_NAME[:UNIT]")
+    p.add_argument("--row", action="append", required=True, help="NAME=BM_NAME|REF_NAME[|UNIT]")
     p.add_argument("--target", type=float, required=True)
     p.add_argument("--out", required=True)
     args = p.parse_args()
@@ -56,7 +56,7 @@ def main():
     rows = []
     for spec in args.row:
         name, rest = spec.split("=", 1)
-        parts = rest.split(":")
+        parts = rest.split("|")
         bm, ref_name = parts[0], parts[1]
         unit = parts[2] if len(parts) > 2 else "keys/s"
         if bm not in ours:

@@ -80,12 +80,19 @@ void DelayingQueue::OnTimer() {
     std::pop_heap(heap_.begin(), heap_.end(), Later());
     HeapItem item = heap_.back();
     heap_.pop_back();
+    if (!heap_.empty()) __builtin_prefetch(&SlotAt(heap_.front().slot), 1);
     if (!LiveLocked(item)) continue;
     SlotAt(item.slot).waiting_seq = 0;
     --waiting_count_;
     AddSlotLocked(item.slot);
   }
   ArmLocked();
+  // Coalesce: the next run comes no sooner than timer_slack from now.
+  int64_t earliest_ns = now_ns + absl::ToInt64Nanoseconds(timer_slack_);
+  if (armed_for_ns_ != INT64_MAX && armed_for_ns_ < earliest_ns) {
+    armed_for_ns_ = earliest_ns;
+    timer_->ArmAt(absl::FromUnixNanos(earliest_ns));
+  }
 }
 
 size_t DelayingQueue::Waiting() const {

@@ -93,6 +93,31 @@ TEST_F(DelayingQueueTest, WaitingKeyThatIsAlreadyQueuedIsDeduplicatedWhenDue) {
   EXPECT_EQ(q_->Len(), 1u);
 }
 
+TEST_F(DelayingQueueTest, DeadlinesCloserThanTheTimerSlackAreServedInOneBatch) {
+  // Default slack: 100 us. Keys are never early, and at most the slack late.
+  ASSERT_TRUE(q_->AddAfter("a", absl::Milliseconds(1)).ok());
+  ASSERT_TRUE(q_->AddAfter("b", absl::Milliseconds(1) + absl::Microseconds(10)).ok());
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(q_->Len(), 1u);
+  clock_.Advance(absl::Microseconds(10));
+  EXPECT_EQ(q_->Len(), 1u) << "b waits for the coalesced run";
+  clock_.Advance(absl::Microseconds(90));
+  EXPECT_EQ(q_->Len(), 2u);
+}
+
+TEST(DelayingQueueSlackTest, ZeroSlackServesEveryDeadlineExactly) {
+  FakeClock clock;
+  auto q = DelayingQueue::Create({.clock = &clock, .timer_slack = absl::ZeroDuration()}).value();
+  ASSERT_TRUE(q->AddAfter("a", absl::Milliseconds(1)).ok());
+  ASSERT_TRUE(q->AddAfter("b", absl::Milliseconds(1) + absl::Microseconds(10)).ok());
+  clock.Advance(absl::Milliseconds(1));
+  EXPECT_EQ(q->Len(), 1u);
+  clock.Advance(absl::Microseconds(10));
+  EXPECT_EQ(q->Len(), 2u);
+  EXPECT_EQ(DelayingQueue::Create({.timer_slack = absl::Seconds(-1)}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(DelayingQueueTest, OneTimerServesEveryWaitingKey) {
   for (int i = 0; i < 100; ++i) {
     ASSERT_TRUE(q_->AddAfter("k" + std::to_string(i), absl::Seconds(1 + i)).ok());

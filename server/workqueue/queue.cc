@@ -28,6 +28,9 @@ absl::Status Queue::Validate(const QueueOptions& options) {
   if (options.unfinished_work_update_period <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("unfinished_work_update_period must be positive");
   }
+  if (options.timer_slack < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("timer_slack must not be negative");
+  }
   return absl::OkStatus();
 }
 
@@ -37,7 +40,8 @@ absl::StatusOr<std::unique_ptr<Queue>> Queue::Create(QueueOptions options) {
 }
 
 Queue::Queue(QueueOptions options)
-    : clock_(options.clock != nullptr ? options.clock : Clock::Real()),
+    : timer_slack_(options.timer_slack),
+      clock_(options.clock != nullptr ? options.clock : Clock::Real()),
       name_(std::move(options.name)),
       metrics_(options.metrics_provider != nullptr && !name_.empty()
                    ? QueueMetrics::Create(*options.metrics_provider, name_)
@@ -58,7 +62,7 @@ Queue::~Queue() {
 
 Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
   // One hash and one probe whether the key is live or new.
-  const HashedKey hashed{key, HashBytes(key)};
+  const HashedKey hashed{key, Hash32(key)};
   auto it = index_.lazy_emplace(hashed, [&](const auto& construct) {
     SlotId id;
     if (free_head_ != kNoSlot) {
@@ -71,16 +75,16 @@ Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
     }
     Slot& slot = slots_[id];
     slot.key.assign(key.data(), key.size());
-    slot.hash = hashed.hash;
+    slot.hash32 = hashed.hash32;
     slot.next = kNoSlot;
-    construct(id);
+    construct(Entry(hashed.hash32, id));
   });
-  return *it;
+  return static_cast<SlotId>(*it);
 }
 
 Queue::SlotId Queue::FindLocked(absl::string_view key) {
-  auto it = index_.find(HashedKey{key, HashBytes(key)});
-  return it == index_.end() ? kNoSlot : *it;
+  auto it = index_.find(HashedKey{key, Hash32(key)});
+  return it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
 }
 
 void Queue::ReleaseIfIdleLocked(SlotId id) {
@@ -90,8 +94,8 @@ void Queue::ReleaseIfIdleLocked(SlotId id) {
 }
 
 void Queue::FreeLocked(SlotId id) {
-  index_.erase(id);  // hashes through the slot's cached hash
   Slot& slot = slots_[id];
+  index_.erase(Entry(slot.hash32, id));
   if (free_count_ >= kFreeSlotsKeepingBuffers) {
     std::string().swap(slot.key);  // bound memory kept after a burst
   }
@@ -117,7 +121,14 @@ Queue::SlotId Queue::PopLocked() {
   SlotId id = head_;
   Slot& slot = slots_[id];
   head_ = slot.next;
-  if (head_ == kNoSlot) tail_ = kNoSlot;
+  if (head_ == kNoSlot) {
+    tail_ = kNoSlot;
+  } else {
+    // The next Get will want the new head and its key: start fetching them now.
+    const Slot& next = slots_[head_];
+    __builtin_prefetch(&next, 1);
+    __builtin_prefetch(next.key.data());
+  }
   slot.next = kNoSlot;
   len_hint_.store(--len_, std::memory_order_release);
   slot.dirty = false;

@@ -63,6 +63,10 @@ struct QueueOptions {
   MetricsProvider* metrics_provider = nullptr;
   // How often the in-flight work gauges are refreshed (client-go: 500 ms).
   absl::Duration unfinished_work_update_period = absl::Milliseconds(500);
+  // Delaying layers: after a timer run, the next run waits at least this long, so that keys
+  // whose deadlines are microseconds apart are moved in batches instead of one wake-up each.
+  // A key is never made available before its deadline; at most this much after it.
+  absl::Duration timer_slack = absl::Microseconds(100);
 };
 
 // One hand-out of a key by Get/GetBatch.
@@ -123,6 +127,7 @@ class Queue {
  protected:
   explicit Queue(QueueOptions options);
   static absl::Status Validate(const QueueOptions& options);
+  const absl::Duration timer_slack_;
 
   // Keys live in slots, recycled through a free list so that steady-state traffic allocates
   // nothing. A slot is live (indexed by its key) while it is dirty, processing or, for the
@@ -140,29 +145,41 @@ class Queue {
     int64_t added_at_ns = 0;       // metrics only: when it became dirty
     int64_t started_at_ns = 0;     // metrics only: when Get handed it out
     uint64_t token = 0;            // fencing token of the current hand-out, while processing
-    uint64_t hash = 0;             // HashBytes(key), so the index never rehashes strings
+    uint32_t hash32 = 0;           // Hash32(key): finds its index entry without the key
   };
 
-  // The index of live slots: a set of slot ids hashed and compared through the slots' keys, with
-  // each key's hash cached in its slot. Lookups take a HashedKey (a key and its hash).
+  // The index of live slots. Each element packs a slot id with 32 bits of its key's hash, so
+  // the table rehashes and erases without touching slots, and a probe reads a slot's key only
+  // when those 32 bits match. Lookups take a HashedKey (a key and its 32-bit hash).
+  using IndexEntry = uint64_t;  // hash32 << 32 | slot id
   struct HashedKey {
     absl::string_view key;
-    uint64_t hash;
+    uint32_t hash32;
   };
-  struct SlotHash {
+  static uint32_t Hash32(absl::string_view key) {
+    return static_cast<uint32_t>(HashBytes(key) >> 32);
+  }
+  static IndexEntry Entry(uint32_t hash32, SlotId id) {
+    return static_cast<uint64_t>(hash32) << 32 | id;
+  }
+  struct IndexHash {
+    using is_transparent = void;
+    // Spreads the 32 stored bits over the 64 the table uses (low bits probe, top bits tag).
+    static size_t Spread(uint32_t h) { return (static_cast<uint64_t>(h) * 0x9e3779b97f4a7c15ull) ^ h; }
+    size_t operator()(IndexEntry e) const { return Spread(static_cast<uint32_t>(e >> 32)); }
+    size_t operator()(const HashedKey& k) const { return Spread(k.hash32); }
+  };
+  struct IndexEq {
     using is_transparent = void;
     const std::deque<Slot>* slots;
-    size_t operator()(SlotId id) const { return (*slots)[id].hash; }
-    size_t operator()(const HashedKey& k) const { return k.hash; }
+    bool operator()(IndexEntry a, IndexEntry b) const { return a == b; }
+    bool operator()(IndexEntry a, const HashedKey& b) const {
+      return static_cast<uint32_t>(a >> 32) == b.hash32 &&
+             (*slots)[static_cast<SlotId>(a)].key == b.key;
+    }
+    bool operator()(const HashedKey& a, IndexEntry b) const { return (*this)(b, a); }
   };
-  struct SlotEq {
-    using is_transparent = void;
-    const std::deque<Slot>* slots;
-    bool operator()(SlotId a, SlotId b) const { return a == b; }
-    bool operator()(SlotId a, const HashedKey& b) const { return (*slots)[a].key == b.key; }
-    bool operator()(const HashedKey& a, SlotId b) const { return (*slots)[b].key == a.key; }
-  };
-  using Index = absl::flat_hash_set<SlotId, SlotHash, SlotEq>;
+  using Index = absl::flat_hash_set<IndexEntry, IndexHash, IndexEq>;
 
   // The one lock of this queue and of the layers built on it (delaying, rate limiting).
   mutable Mutex mu_;
@@ -205,7 +222,7 @@ class Queue {
   SlotId free_head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Every live slot, by its key.
-  Index index_ ABSL_GUARDED_BY(mu_){0, SlotHash{&slots_}, SlotEq{&slots_}};
+  Index index_ ABSL_GUARDED_BY(mu_){0, IndexHash{}, IndexEq{&slots_}};
   // The FIFO, linked through Slot::next: a slot is in it, once, iff dirty and not processing.
   SlotId head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   SlotId tail_ ABSL_GUARDED_BY(mu_) = kNoSlot;

@@ -27,7 +27,7 @@ const (
 	serviceClusterIPRange = "10.0.0.0/24"
 	// apiServerServiceIP is the first address of serviceClusterIPRange, the
 	// ClusterIP of the "kubernetes" service; the serving certificate lists it.
-	apiServerServiceIP = "10.0.0.1"
+	apiServerServiceIP   = "10.0.0.1"
 	serviceAccountIssuer = "https://kubernetes.default.svc.cluster.local"
 )
 

@@ -51,6 +51,7 @@ func newClient(t *testing.T, srv *Server) *client {
 }
 
 type response struct {
+	proto  string
 	code   int
 	header http.Header
 	body   []byte
@@ -107,7 +108,7 @@ func (c *client) do(method, path, contentType string, body any) *response {
 	if err != nil {
 		c.t.Fatalf("%s %s: reading body: %v", method, path, err)
 	}
-	r := &response{code: resp.StatusCode, header: resp.Header, body: b}
+	r := &response{proto: resp.Proto, code: resp.StatusCode, header: resp.Header, body: b}
 	_ = json.Unmarshal(b, &r.obj)
 	return r
 }
@@ -265,4 +266,13 @@ func (c *client) createNS(name string) {
 func (c *client) createCM(ns, name string, labels map[string]string, data map[string]string) *response {
 	c.t.Helper()
 	return c.mustCode(c.do("POST", nsPath(ns, "configmaps"), "", cm(name, labels, data)), 201)
+}
+
+type httpProtocols struct{}
+
+// h2cTransport speaks cleartext HTTP/2 with prior knowledge.
+func (httpProtocols) h2cTransport() *http.Transport {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Transport{Protocols: &p}
 }

@@ -115,6 +115,7 @@ void Queue::PushBackLocked(SlotId id) {
   }
   tail_ = id;
   len_hint_.store(++len_, std::memory_order_release);
+  if (parked_getters_ > 0) work_cv_.Signal();
 }
 
 Queue::SlotId Queue::PopLocked() {
@@ -189,7 +190,11 @@ void Queue::WaitForWorkLocked() {
     if (spins % 64 == 0 && absl::Now() >= give_up) break;
   }
   mu_.Lock();
-  mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return len_ > 0 || shutting_down_; });
+  while (len_ == 0 && !shutting_down_) {
+    ++parked_getters_;
+    work_cv_.Wait(&mu_);
+    --parked_getters_;
+  }
 }
 
 bool Queue::Get(std::string* key) {
@@ -320,6 +325,7 @@ void Queue::ShutDown() {
   drain_ = false;
   shutting_down_ = true;
   shutdown_hint_.store(true, std::memory_order_release);
+  work_cv_.SignalAll();
 }
 
 void Queue::ShutDownWithDrain() {
@@ -327,6 +333,7 @@ void Queue::ShutDownWithDrain() {
   drain_ = true;
   shutting_down_ = true;
   shutdown_hint_.store(true, std::memory_order_release);
+  work_cv_.SignalAll();
   mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return processing_count_ == 0 || !drain_;
   });

@@ -231,6 +231,9 @@ class Queue {
   std::atomic<size_t> len_hint_{0};
   std::atomic<bool> shutdown_hint_{false};
   size_t processing_count_ ABSL_GUARDED_BY(mu_) = 0;
+  // Getters blocked in WaitForWorkLocked, woken one per new key (and all at shutdown).
+  int parked_getters_ ABSL_GUARDED_BY(mu_) = 0;
+  CondVar work_cv_;
   uint64_t last_token_ ABSL_GUARDED_BY(mu_) = 0;
   // Metrics only: the slots being processed, for the in-flight work gauges.
   absl::flat_hash_set<SlotId> in_flight_ ABSL_GUARDED_BY(mu_);

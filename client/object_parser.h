@@ -1,0 +1,71 @@
+// ObjectParser: builds Objects from simdjson On-Demand values; the one place where the metadata
+// of an object is read. Used by Object::Parse, the watch decoder and the list decoder.
+//
+// Internal to client/: this header includes simdjson.h, so a file that includes it must be
+// compiled with SIMDJSON_COPTS (see client/BUILD.bazel).
+//
+// Thread safety: an ObjectParser holds scratch space; use one per thread (or per decoder).
+#ifndef INFORMERD_CLIENT_OBJECT_PARSER_H_
+#define INFORMERD_CLIENT_OBJECT_PARSER_H_
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "client/object.h"
+#include "simdjson.h"
+
+namespace informerd::client {
+
+struct ObjectParseOptions {
+  // List items of built-in types come without kind and apiVersion; when these are set and the
+  // item has no kind, `"kind":K,"apiVersion":V,` is prepended, so that an object from a LIST has
+  // the same bytes as the same object from a WATCH (client-go fills them in the same way).
+  absl::string_view default_kind;
+  absl::string_view default_api_version;
+  // Also read metadata.annotations["k8s.io/initial-events-end"] (for watch BOOKMARKs).
+  bool read_initial_events_end = false;
+  // Remove insignificant whitespace from the stored bytes. The API server sends compact JSON,
+  // so decoders of its streams may turn this off; Object::Parse keeps it on.
+  bool compact = true;
+};
+
+class ObjectParser {
+ public:
+  ObjectParser() = default;
+
+  // Reads the object `value`, which must be a JSON object inside a document whose bytes end at
+  // `doc_end` (the end of the input, padding excluded). Sets `*initial_events_end` when
+  // options.read_initial_events_end and the annotation is "true".
+  absl::StatusOr<std::shared_ptr<const Object>> Parse(simdjson::ondemand::value value,
+                                                      const char* doc_end,
+                                                      const ObjectParseOptions& options,
+                                                      bool* initial_events_end = nullptr);
+
+ private:
+  struct Owner {
+    std::string_view api_version, kind, name, uid;
+    bool controller = false;
+    bool block_owner_deletion = false;
+  };
+  // Views into the simdjson parser's string buffer, valid until its next document.
+  struct Fields {
+    std::string_view api_version, kind, name, namespace_name, uid, resource_version,
+        deletion_timestamp;
+    int64_t generation = 0;
+    bool initial_events_end = false;
+  };
+  absl::Status ReadMetadata(simdjson::ondemand::value value, bool read_annotations);
+  absl::Status ReadOwner(simdjson::ondemand::value value, Owner* owner);
+
+  Fields fields_;
+  std::vector<std::pair<std::string_view, std::string_view>> labels_;
+  std::vector<Owner> owners_;
+};
+
+}  // namespace informerd::client
+
+#endif  // INFORMERD_CLIENT_OBJECT_PARSER_H_

@@ -1,0 +1,163 @@
+#include "client/object.h"
+
+#include <string>
+
+#include "client/object_parser.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace informerd::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Optional;
+
+constexpr char kPod[] = R"json({"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0",)json"
+    R"json("namespace":"prod","uid":"0a1b-2c3d","resourceVersion":"12345","generation":3,)json"
+    R"json("deletionTimestamp":"2026-01-02T03:04:05Z","labels":{"tier":"frontend","app":"web"},)json"
+    R"json("annotations":{"note":"x"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet",)json"
+    R"json("name":"web-7d9","uid":"rs-uid","controller":true,"blockOwnerDeletion":true},)json"
+    R"json({"apiVersion":"v1","kind":"Node","name":"n1","uid":"node-uid"}]},)json"
+    R"json("spec":{"nodeName":"n1","containers":[{"name":"c","image":"nginx"}]},"status":{}})json";
+
+TEST(ObjectTest, ParsesEveryMetadataField) {
+  absl::StatusOr<std::shared_ptr<const Object>> parsed = Object::Parse(kPod);
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const Object& pod = **parsed;
+  EXPECT_EQ(pod.json(), kPod);
+  EXPECT_EQ(pod.kind(), "Pod");
+  EXPECT_EQ(pod.api_version(), "v1");
+  EXPECT_EQ(pod.name(), "web-0");
+  EXPECT_EQ(pod.namespace_name(), "prod");
+  EXPECT_EQ(pod.key(), "prod/web-0");
+  EXPECT_EQ(pod.uid(), "0a1b-2c3d");
+  EXPECT_EQ(pod.resource_version(), "12345");
+  EXPECT_EQ(pod.generation(), 3);
+  EXPECT_EQ(pod.deletion_timestamp(), "2026-01-02T03:04:05Z");
+  ASSERT_EQ(pod.labels().size(), 2u);
+  EXPECT_EQ(pod.labels()[0].key, "app");  // sorted, though the JSON had them the other way round
+  EXPECT_EQ(pod.labels()[1].key, "tier");
+  EXPECT_THAT(pod.label("app"), Optional(absl::string_view("web")));
+  EXPECT_EQ(pod.label("missing"), std::nullopt);
+  ASSERT_EQ(pod.owner_references().size(), 2u);
+  const OwnerReference* controller = pod.controller_ref();
+  ASSERT_NE(controller, nullptr);
+  EXPECT_EQ(controller->kind, "ReplicaSet");
+  EXPECT_EQ(controller->name, "web-7d9");
+  EXPECT_EQ(controller->uid, "rs-uid");
+  EXPECT_EQ(controller->api_version, "apps/v1");
+  EXPECT_TRUE(controller->block_owner_deletion);
+  EXPECT_FALSE(pod.owner_references()[1].controller);
+}
+
+TEST(ObjectTest, ClusterScopedObjectsAreKeyedByName) {
+  auto ns = Object::Parse(R"({"kind":"Namespace","metadata":{"name":"kube-system"}})");
+  ASSERT_TRUE(ns.ok()) << ns.status();
+  EXPECT_EQ((*ns)->key(), "kube-system");
+  EXPECT_EQ((*ns)->namespace_name(), "");
+  EXPECT_EQ((*ns)->generation(), 0);
+  EXPECT_TRUE((*ns)->labels().empty());
+  EXPECT_EQ((*ns)->controller_ref(), nullptr);
+}
+
+TEST(ObjectTest, StoresCompactBytes) {
+  auto cm = Object::Parse("{\n  \"kind\": \"ConfigMap\",\n  \"metadata\": {\"name\": \"a b\"},\n"
+                          "  \"data\": {\"k\": \"v with  spaces\"}\n}\n");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  EXPECT_EQ((*cm)->json(),
+            R"({"kind":"ConfigMap","metadata":{"name":"a b"},"data":{"k":"v with  spaces"}})");
+  EXPECT_EQ((*cm)->name(), "a b");
+}
+
+TEST(ObjectTest, UnescapesMetadataStrings) {
+  auto cm = Object::Parse(
+      R"({"metadata":{"name":"n\u0041","labels":{"q\"k":"line\nnext"}}})");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  EXPECT_EQ((*cm)->name(), "nA");
+  EXPECT_THAT((*cm)->label("q\"k"), Optional(absl::string_view("line\nnext")));
+}
+
+TEST(ObjectTest, NullMetadataFieldsAreAbsent) {
+  auto cm = Object::Parse(
+      R"({"metadata":{"name":"a","labels":null,"ownerReferences":null,"deletionTimestamp":null,"generation":null}})");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  EXPECT_TRUE((*cm)->labels().empty());
+  EXPECT_EQ((*cm)->deletion_timestamp(), "");
+}
+
+TEST(ObjectTest, WrongTypesAreErrorsNamingTheField) {
+  struct Case {
+    const char* json;
+    const char* field;
+  };
+  const Case cases[] = {
+      {R"({"metadata":[]})", "metadata: not an object"},
+      {R"({"metadata":{"name":7}})", "metadata.name: not a string"},
+      {R"({"metadata":{"labels":{"app":1}}})", "metadata.labels[\"app\"]: not a string"},
+      {R"({"metadata":{"labels":[]}})", "metadata.labels: not an object"},
+      {R"({"metadata":{"generation":"2"}})", "metadata.generation: not an integer"},
+      {R"({"metadata":{"ownerReferences":{}}})", "metadata.ownerReferences: not an array"},
+      {R"({"metadata":{"ownerReferences":[{"controller":"yes"}]}})",
+       "metadata.ownerReferences[].controller: not a boolean"},
+      {R"({"kind":{}})", "kind: not a string"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = Object::Parse(c.json);
+    ASSERT_FALSE(parsed.ok()) << c.json;
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr(c.field)) << c.json;
+  }
+}
+
+TEST(ObjectTest, RejectsWhatIsNotOneJsonObject) {
+  for (const char* json : {"", "[]", "\"s\"", "{", R"({"metadata":{"name":"a"})",
+                           R"({"a":1} {"b":2})", "{\"a\":\xff}", "nul"}) {
+    EXPECT_FALSE(Object::Parse(json).ok()) << json;
+  }
+}
+
+TEST(ObjectTest, JsonCanBeReadInPlaceWithItsPadding) {
+  auto pod = Object::Parse(kPod);
+  ASSERT_TRUE(pod.ok());
+  absl::string_view json = (*pod)->json();
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  ASSERT_EQ(parser.iterate(json.data(), json.size(), json.size() + Object::kPadding).get(doc),
+            simdjson::SUCCESS);
+  std::string_view node;
+  ASSERT_EQ(doc["spec"]["nodeName"].get_string().get(node), simdjson::SUCCESS);
+  EXPECT_EQ(node, "n1");
+}
+
+TEST(ObjectParserTest, ListItemsGetKindAndApiVersionPrepended) {
+  simdjson::padded_string list(std::string_view(
+      R"({"kind":"ConfigMapList","items":[{"metadata":{"name":"a"},"data":{}}, { } ,)"
+      R"({"kind":"Other","apiVersion":"x/v1","metadata":{"name":"b"}}]})"));
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  ASSERT_EQ(parser.iterate(list).get(doc), simdjson::SUCCESS);
+  simdjson::ondemand::array items;
+  ASSERT_EQ(doc["items"].get_array().get(items), simdjson::SUCCESS);
+  ObjectParser object_parser;
+  ObjectParseOptions options{.default_kind = "ConfigMap", .default_api_version = "v1"};
+  std::vector<std::string> jsons;
+  for (auto item : items) {
+    simdjson::ondemand::value v;
+    ASSERT_EQ(item.get(v), simdjson::SUCCESS);
+    auto object = object_parser.Parse(v, list.data() + list.size(), options);
+    ASSERT_TRUE(object.ok()) << object.status();
+    jsons.emplace_back((*object)->json());
+    if (jsons.size() == 1) {
+      EXPECT_EQ((*object)->kind(), "ConfigMap");
+      EXPECT_EQ((*object)->api_version(), "v1");
+    }
+  }
+  EXPECT_THAT(jsons, ElementsAre(
+      R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"},"data":{}})",
+      R"({"kind":"ConfigMap","apiVersion":"v1"})",
+      R"({"kind":"Other","apiVersion":"x/v1","metadata":{"name":"b"}})"));
+}
+
+}  // namespace
+}  // namespace informerd::client

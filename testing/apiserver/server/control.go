@@ -44,6 +44,17 @@ func (s *Server) serveControl(w http.ResponseWriter, req *http.Request) {
 		if !decode(&spec) {
 			return
 		}
+		if spec.Type == FaultRefuse || spec.Type == FaultResetConnections {
+			// These end the connection this request came on: answer first.
+			if err := spec.validate(); err != nil {
+				writeControl(w, 400, controlError{err.Error()})
+				return
+			}
+			writeControl(w, 200, FaultResult{Affected: s.connCount()})
+			_ = http.NewResponseController(w).Flush()
+			time.AfterFunc(20*time.Millisecond, func() { _, _ = s.InjectFault(spec) })
+			return
+		}
 		res, err := s.InjectFault(spec)
 		if err != nil {
 			writeControl(w, 400, controlError{err.Error()})
@@ -53,8 +64,8 @@ func (s *Server) serveControl(w http.ResponseWriter, req *http.Request) {
 	case parts[0] == "faults" && len(parts) == 1 && req.Method == http.MethodGet:
 		writeControl(w, 200, s.faults.list())
 	case parts[0] == "faults" && len(parts) == 1 && req.Method == http.MethodDelete:
-		s.faults.clear()
-		writeControl(w, 200, map[string]any{})
+		n := s.faults.clear(req.URL.Query().Get("userAgent"))
+		writeControl(w, 200, map[string]any{"cleared": n})
 	case parts[0] == "faults" && len(parts) == 2 && req.Method == http.MethodDelete:
 		id, _ := strconv.Atoi(parts[1])
 		if !s.faults.remove(id) {
@@ -188,7 +199,7 @@ func (s *Server) InjectFault(spec FaultSpec) (FaultResult, error) {
 }
 
 // ClearFaults disarms every request fault.
-func (s *Server) ClearFaults() { s.faults.clear() }
+func (s *Server) ClearFaults() { s.faults.clear("") }
 
 func (s *Server) connCount() int {
 	s.mu.Lock()

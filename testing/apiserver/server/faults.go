@@ -163,8 +163,24 @@ func (fs *faultSet) remove(id int) bool {
 	return false
 }
 
-func (fs *faultSet) clear() {
+// clear disarms the faults whose user-agent filter contains ua ("" : all).
+func (fs *faultSet) clear(ua string) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.armed = nil
+	if ua == "" {
+		n := len(fs.armed)
+		fs.armed = nil
+		return n
+	}
+	kept := fs.armed[:0]
+	n := 0
+	for _, a := range fs.armed {
+		if a.Spec.UserAgent != "" && strings.Contains(a.Spec.UserAgent, ua) {
+			n++
+			continue
+		}
+		kept = append(kept, a)
+	}
+	fs.armed = kept
+	return n
 }

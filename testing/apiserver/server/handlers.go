@@ -383,10 +383,21 @@ func readBody(req *http.Request) ([]byte, *apiError) {
 }
 
 func decodeBody(req *http.Request) (map[string]any, *apiError) {
+	if isProtobuf(req) {
+		b, aerr := readBody(req)
+		if aerr != nil {
+			return nil, aerr
+		}
+		m, err := decodeProtobufObject(b)
+		if err != nil {
+			return nil, errBadRequest("the object provided is unrecognized: " + err.Error())
+		}
+		return m, nil
+	}
 	if ct := req.Header.Get("Content-Type"); ct != "" {
 		mt, _, _ := mime.ParseMediaType(ct)
 		if mt != "application/json" && mt != "*/*" {
-			return nil, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json")}
+			return nil, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: fmt.Sprintf("the body of the request was in an unknown format (%s) - accepted media types include: application/json", ct)}
 		}
 	}
 	b, aerr := readBody(req)
@@ -518,6 +529,13 @@ func parseDeleteOptions(req *http.Request) (deleteOptions, *apiError) {
 	b, aerr := readBody(req)
 	if aerr != nil {
 		return opts, aerr
+	}
+	if len(bytes.TrimSpace(b)) > 0 && isProtobuf(req) {
+		o, err := decodeProtobufDeleteOptions(b)
+		if err != nil {
+			return opts, errBadRequest("the object provided is unrecognized: " + err.Error())
+		}
+		return o, nil
 	}
 	if len(bytes.TrimSpace(b)) > 0 {
 		if err := json.Unmarshal(b, &opts); err != nil {

@@ -257,9 +257,13 @@ func (s *Server) resetConnections() int {
 // connections; after d it listens again on the same address.
 func (s *Server) refuse(d time.Duration) error {
 	s.mu.Lock()
-	if s.refusing || s.ln == nil || s.closed {
+	if s.closed {
 		s.mu.Unlock()
-		return fmt.Errorf("already refusing connections")
+		return fmt.Errorf("server closed")
+	}
+	if s.refusing || s.ln == nil { // already refusing: nothing more to do
+		s.mu.Unlock()
+		return nil
 	}
 	s.refusing = true
 	ln := s.ln

@@ -1,7 +1,9 @@
 #include "client/object.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
+#include <new>
 #include <string_view>
 
 #include "absl/status/status.h"
@@ -99,22 +101,22 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
                       err == simdjson::INCORRECT_TYPE ? "not an object" : simdjson::error_message(err));
   }
   for (auto field : meta) {
-    std::string_view key;
+    od::raw_json_string key;
     od::value v;
-    if (auto err = field.unescaped_key().get(key)) return JsonError("metadata", err);
+    if (auto err = field.key().get(key)) return JsonError("metadata", err);
     if (auto err = field.value().get(v)) return JsonError("metadata", err);
     absl::Status s;
-    if (key == "name") {
+    if (key.unsafe_is_equal("name")) {
       s = ReadString(v, &fields_.name, "metadata.name");
-    } else if (key == "namespace") {
+    } else if (key.unsafe_is_equal("namespace")) {
       s = ReadString(v, &fields_.namespace_name, "metadata.namespace");
-    } else if (key == "uid") {
+    } else if (key.unsafe_is_equal("uid")) {
       s = ReadString(v, &fields_.uid, "metadata.uid");
-    } else if (key == "resourceVersion") {
+    } else if (key.unsafe_is_equal("resourceVersion")) {
       s = ReadString(v, &fields_.resource_version, "metadata.resourceVersion");
-    } else if (key == "deletionTimestamp") {
+    } else if (key.unsafe_is_equal("deletionTimestamp")) {
       s = ReadString(v, &fields_.deletion_timestamp, "metadata.deletionTimestamp");
-    } else if (key == "generation") {
+    } else if (key.unsafe_is_equal("generation")) {
       od::json_type type;
       if (auto err = v.type().get(type)) return JsonError("metadata.generation", err);
       if (type != od::json_type::null) {
@@ -122,8 +124,9 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
           return FieldError("metadata.generation", "not an integer");
         }
       }
-    } else if (key == "labels" || (read_annotations && key == "annotations")) {
-      const bool labels = key == "labels";
+    } else if (key.unsafe_is_equal("labels") ||
+               (read_annotations && key.unsafe_is_equal("annotations"))) {
+      const bool labels = key.unsafe_is_equal("labels");
       const char* what = labels ? "metadata.labels" : "metadata.annotations";
       od::json_type type;
       if (auto err = v.type().get(type)) return JsonError(what, err);
@@ -147,7 +150,7 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
           fields_.initial_events_end = val == "true";
         }
       }
-    } else if (key == "ownerReferences") {
+    } else if (key.unsafe_is_equal("ownerReferences")) {
       od::json_type type;
       if (auto err = v.type().get(type)) return JsonError("metadata.ownerReferences", err);
       if (type == od::json_type::null) continue;
@@ -182,16 +185,16 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
                       err == simdjson::INCORRECT_TYPE ? "not a JSON object" : simdjson::error_message(err));
   }
   for (auto field : obj) {
-    std::string_view key;
+    od::raw_json_string key;
     od::value v;
-    if (auto err = field.unescaped_key().get(key)) return JsonError("object", err);
-    if (auto err = field.value().get(v)) return JsonError(absl::string_view(key.data(), key.size()), err);
+    if (auto err = field.key().get(key)) return JsonError("object", err);
+    if (auto err = field.value().get(v)) return JsonError("object", err);
     absl::Status s;
-    if (key == "metadata") {
+    if (key.unsafe_is_equal("metadata")) {
       s = ReadMetadata(v, options.read_initial_events_end);
-    } else if (key == "kind") {
+    } else if (key.unsafe_is_equal("kind")) {
       s = ReadString(v, &fields_.kind, "kind");
-    } else if (key == "apiVersion") {
+    } else if (key.unsafe_is_equal("apiVersion")) {
       s = ReadString(v, &fields_.api_version, "apiVersion");
     }
     if (!s.ok()) return s;
@@ -218,9 +221,7 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
               [](const auto& a, const auto& b) { return a.first < b.first; });
   }
 
-  std::shared_ptr<Object> object(new Object());
-  // JSON bytes.
-  std::string& json = object->json_;
+  // The JSON bytes, with kind/apiVersion prepended for list items.
   std::string prefix;
   if (inject) {
     prefix = absl::StrCat("{\"kind\":\"", options.default_kind, "\",\"apiVersion\":\"",
@@ -232,32 +233,44 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     prefix += (i == body.size()) ? "" : ",";
     raw.remove_prefix(1);  // the opening brace is part of the prefix
   }
-  json.reserve(prefix.size() + raw.size() + Object::kPadding);
-  json.append(prefix);
+
+  // Sizes of the parts of the one allocation (see Object::storage_).
+  const bool namespaced = !fields_.namespace_name.empty();
+  size_t strings = fields_.api_version.size() + fields_.kind.size() + fields_.name.size() +
+                   2 * fields_.namespace_name.size() + 1 + fields_.uid.size() +
+                   fields_.resource_version.size() + fields_.deletion_timestamp.size() +
+                   fields_.name.size();
+  for (const auto& [k, v] : labels_) strings += k.size() + v.size();
+  for (const Owner& o : owners_) {
+    strings += o.api_version.size() + o.kind.size() + o.name.size() + o.uid.size();
+  }
+  static_assert(alignof(Object::Label) <= alignof(std::max_align_t));
+  static_assert(sizeof(Object::Label) % alignof(OwnerReference) == 0);
+  const size_t labels_bytes = labels_.size() * sizeof(Object::Label);
+  const size_t owners_bytes = owners_.size() * sizeof(OwnerReference);
+  const size_t json_max = prefix.size() + raw.size();
+  auto object = std::make_shared<Object>(Object::ConstructionKey());
+  object->storage_.reset(
+      new char[labels_bytes + owners_bytes + json_max + Object::kPadding + strings]);
+  char* const base = object->storage_.get();
+  char* const json = base + labels_bytes + owners_bytes;
+  std::memcpy(json, prefix.data(), prefix.size());
+  size_t json_len = prefix.size();
   if (options.compact) {
-    size_t at = json.size();
-    json.resize(at + raw.size());
     size_t out_len = 0;
-    if (auto err = simdjson::minify(raw.data(), raw.size(), json.data() + at, out_len)) {
+    if (auto err = simdjson::minify(raw.data(), raw.size(), json + json_len, out_len)) {
       return JsonError("object", err);
     }
-    json.resize(at + out_len);
+    json_len += out_len;
   } else {
-    json.append(raw.data(), raw.size());
+    std::memcpy(json + json_len, raw.data(), raw.size());
+    json_len += raw.size();
   }
+  object->json_ = absl::string_view(json, json_len);
+  // The padding bytes are read by simdjson but never used: zero them to keep them defined.
+  std::memset(json + json_len, 0, json_max - json_len + Object::kPadding);
 
-  // Metadata strings and the key, in one allocation.
-  const bool namespaced = !fields_.namespace_name.empty();
-  size_t total = fields_.api_version.size() + fields_.kind.size() + fields_.name.size() +
-                 2 * fields_.namespace_name.size() + 1 + fields_.uid.size() +
-                 fields_.resource_version.size() + fields_.deletion_timestamp.size() +
-                 fields_.name.size();
-  for (const auto& [k, v] : labels_) total += k.size() + v.size();
-  for (const Owner& o : owners_) {
-    total += o.api_version.size() + o.kind.size() + o.name.size() + o.uid.size();
-  }
-  object->strings_.reset(new char[total > 0 ? total : 1]);
-  char* cursor = object->strings_.get();
+  char* cursor = json + json_max + Object::kPadding;
   object->api_version_ = Place(&cursor, fields_.api_version);
   object->kind_ = Place(&cursor, fields_.kind);
   object->namespace_ = Place(&cursor, fields_.namespace_name);
@@ -275,23 +288,25 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     Place(&cursor, fields_.name);
     object->key_ = absl::string_view(key_begin, cursor - key_begin);
   }
-  object->labels_.reserve(labels_.size());
-  for (const auto& [k, v] : labels_) {
-    absl::string_view pk = Place(&cursor, k);
-    absl::string_view pv = Place(&cursor, v);
-    object->labels_.push_back(Object::Label{pk, pv});
+  auto* labels = reinterpret_cast<Object::Label*>(base);
+  for (size_t i = 0; i < labels_.size(); ++i) {
+    absl::string_view k = Place(&cursor, labels_[i].first);
+    absl::string_view v = Place(&cursor, labels_[i].second);
+    new (&labels[i]) Object::Label{k, v};
   }
-  object->owner_references_.reserve(owners_.size());
-  for (const Owner& o : owners_) {
-    OwnerReference ref;
-    ref.api_version = Place(&cursor, o.api_version);
-    ref.kind = Place(&cursor, o.kind);
-    ref.name = Place(&cursor, o.name);
-    ref.uid = Place(&cursor, o.uid);
-    ref.controller = o.controller;
-    ref.block_owner_deletion = o.block_owner_deletion;
-    object->owner_references_.push_back(ref);
+  object->labels_ = absl::Span<const Object::Label>(labels, labels_.size());
+  auto* owners = reinterpret_cast<OwnerReference*>(base + labels_bytes);
+  for (size_t i = 0; i < owners_.size(); ++i) {
+    const Owner& o = owners_[i];
+    OwnerReference* ref = new (&owners[i]) OwnerReference();
+    ref->api_version = Place(&cursor, o.api_version);
+    ref->kind = Place(&cursor, o.kind);
+    ref->name = Place(&cursor, o.name);
+    ref->uid = Place(&cursor, o.uid);
+    ref->controller = o.controller;
+    ref->block_owner_deletion = o.block_owner_deletion;
   }
+  object->owner_references_ = absl::Span<const OwnerReference>(owners, owners_.size());
   if (initial_events_end != nullptr) *initial_events_end = fields_.initial_events_end;
   return std::shared_ptr<const Object>(std::move(object));
 }
@@ -316,6 +331,7 @@ absl::StatusOr<std::shared_ptr<const Object>> Object::Parse(absl::string_view js
 }
 
 std::optional<absl::string_view> Object::label(absl::string_view key) const {
+  // labels_ is sorted by key.
   auto it = std::lower_bound(labels_.begin(), labels_.end(), key,
                              [](const Label& l, absl::string_view k) { return l.key < k; });
   if (it == labels_.end() || it->key != key) return std::nullopt;

@@ -22,7 +22,6 @@
 #include <optional>
 #include <string>
 #include <utility>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -87,13 +86,21 @@ class Object {
 
  private:
   friend class ObjectParser;
-  Object() = default;
+  // Only ObjectParser can name the key, so only it can construct (with std::make_shared).
+  struct ConstructionKey {
+    explicit ConstructionKey() = default;
+  };
 
-  // Owns the bytes every view below points into: json_ (reserved with kPadding spare bytes)
-  // and strings_ (unescaped metadata strings and the key). Never modified after construction.
-  std::string json_;
-  std::unique_ptr<char[]> strings_;
+ public:
+  explicit Object(ConstructionKey) {}
 
+ private:
+  // One allocation owns every byte the views below point into, laid out as
+  //   [Label x labels][OwnerReference x owners][json][kPadding bytes][metadata strings and key]
+  // Never modified after construction.
+  std::unique_ptr<char[]> storage_;
+
+  absl::string_view json_;
   absl::string_view api_version_;
   absl::string_view kind_;
   absl::string_view namespace_;
@@ -103,8 +110,8 @@ class Object {
   absl::string_view deletion_timestamp_;
   absl::string_view key_;
   int64_t generation_ = 0;
-  std::vector<Label> labels_;
-  std::vector<OwnerReference> owner_references_;
+  absl::Span<const Label> labels_;
+  absl::Span<const OwnerReference> owner_references_;
 };
 
 }  // namespace informerd::client

@@ -83,12 +83,58 @@ void WatchDecoder::Reserve(size_t n) {
   begin_ = 0;
 }
 
+void WatchDecoder::Append(const char* data, size_t n) {
+  Reserve(n);
+  std::memcpy(buf_.get() + end_, data, n);
+  end_ += n;
+}
+
 absl::Status WatchDecoder::Feed(absl::string_view chunk, std::vector<WatchEvent>* events) {
   if (!error_.ok()) return error_;
-  if (chunk.empty()) return absl::OkStatus();
-  Reserve(chunk.size());
-  std::memcpy(buf_.get() + end_, chunk.data(), chunk.size());
-  end_ += chunk.size();
+  const char* data = chunk.data();
+  size_t n = chunk.size();
+  const uint64_t chunk_offset = fed_;
+  fed_ += n;
+  if (n == 0) return absl::OkStatus();
+  size_t at = 0;
+  if (begin_ != end_) {
+    // An event is pending in the buffer: complete it there first.
+    const void* nl = std::memchr(data, '\n', n);
+    if (nl == nullptr) {
+      Append(data, n);
+      return DecodeBuffered(events);
+    }
+    at = static_cast<const char*>(nl) - data + 1;
+    Append(data, at);
+    if (absl::Status s = DecodeBuffered(events); !s.ok()) return s;
+  }
+  // The buffer is empty: decode in the chunk itself every line followed by enough bytes for
+  // simdjson's padding.
+  while (at < n) {
+    const void* nl = std::memchr(data + at, '\n', n - at);
+    if (nl == nullptr) break;
+    const size_t line_end = static_cast<const char*>(nl) - data;
+    if (line_end + Object::kPadding > n) break;
+    if (line_end - at > options_.max_event_bytes) {
+      return Fail(absl::ResourceExhaustedError(
+          absl::StrCat("watch event ", events_decoded_ + 1, " is ", line_end - at,
+                       " bytes, more than the limit of ", options_.max_event_bytes)));
+    }
+    if (absl::Status s = DecodeLine(data + at, line_end - at, n - at, chunk_offset + at, events);
+        !s.ok()) {
+      return Fail(std::move(s));
+    }
+    at = line_end + 1;
+  }
+  if (at < n) {
+    if (begin_ == end_) stream_offset_ = chunk_offset + at;  // buf_[0] will hold chunk[at]
+    Append(data + at, n - at);
+    return DecodeBuffered(events);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WatchDecoder::DecodeBuffered(std::vector<WatchEvent>* events) {
   for (;;) {
     const char* base = buf_.get();
     const void* nl = std::memchr(base + scan_, '\n', end_ - scan_);
@@ -104,7 +150,9 @@ absl::Status WatchDecoder::Feed(absl::string_view chunk, std::vector<WatchEvent>
           absl::StrCat("watch event ", events_decoded_ + 1, " is ", at - line_begin,
                        " bytes, more than the limit of ", options_.max_event_bytes)));
     }
-    if (absl::Status s = DecodeLine(line_begin, at - line_begin, events); !s.ok()) {
+    if (absl::Status s = DecodeLine(base + line_begin, at - line_begin, capacity_ - line_begin,
+                                    stream_offset_ + line_begin, events);
+        !s.ok()) {
       return Fail(std::move(s));
     }
   }
@@ -125,8 +173,8 @@ absl::Status WatchDecoder::Feed(absl::string_view chunk, std::vector<WatchEvent>
   return absl::OkStatus();
 }
 
-absl::Status WatchDecoder::DecodeLine(size_t offset, size_t len, std::vector<WatchEvent>* events) {
-  const char* line = buf_.get() + offset;
+absl::Status WatchDecoder::DecodeLine(const char* line, size_t len, size_t capacity,
+                                      uint64_t offset, std::vector<WatchEvent>* events) {
   size_t trimmed = len;
   while (trimmed > 0 && IsSpace(line[trimmed - 1])) --trimmed;
   size_t lead = 0;
@@ -136,12 +184,12 @@ absl::Status WatchDecoder::DecodeLine(size_t offset, size_t len, std::vector<Wat
   auto broken = [&](absl::string_view why) {
     std::string head(line + lead, std::min<size_t>(trimmed - lead, 80));
     return absl::DataLossError(absl::StrCat(
-        "watch stream: event ", ordinal, " at byte ", stream_offset_ + offset, " is not a watch event: ",
+        "watch stream: event ", ordinal, " at byte ", offset, " is not a watch event: ",
         why, " (starts with \"", absl::CHexEscape(head), "\")"));
   };
 
   od::document doc;
-  if (auto err = parsers_->json.iterate(line, trimmed, capacity_ - offset).get(doc)) {
+  if (auto err = parsers_->json.iterate(line, trimmed, capacity).get(doc)) {
     return broken(simdjson::error_message(err));
   }
   od::object obj;
@@ -159,15 +207,15 @@ absl::Status WatchDecoder::DecodeLine(size_t offset, size_t len, std::vector<Wat
   parse_options.compact = options_.compact;
   parse_options.read_initial_events_end = true;
   for (auto field : obj) {
-    std::string_view key;
+    od::raw_json_string key;
     od::value v;
-    if (auto err = field.unescaped_key().get(key)) return broken(simdjson::error_message(err));
+    if (auto err = field.key().get(key)) return broken(simdjson::error_message(err));
     if (auto err = field.value().get(v)) return broken(simdjson::error_message(err));
-    if (key == "type") {
+    if (key.unsafe_is_equal("type")) {
       if (v.get_string().get(type)) return broken("\"type\" is not a string");
       // `type` lives in the parser's string buffer, which later strings do not overwrite.
       have_type = true;
-    } else if (key == "object") {
+    } else if (key.unsafe_is_equal("object")) {
       have_object = true;
       if (have_type && type == "ERROR") {
         od::object status;

@@ -3,8 +3,9 @@
 //
 // Feed it the response body as it arrives; each call returns the events that the chunk
 // completed. An event may span any number of chunks (objects of many MiB are fine, up to
-// Options::max_event_bytes); a chunk may hold any number of events. Bytes are copied once, into
-// the decoder's buffer, which is kept padded so that simdjson parses every event in place.
+// Options::max_event_bytes); a chunk may hold any number of events. simdjson parses every event
+// where it lies: in the chunk itself when the chunk holds it whole with simdjson's padding to
+// spare, else in the decoder's buffer (kept padded), into which only such events are copied.
 //
 //   auto decoder = WatchDecoder::Create().value();
 //   std::vector<WatchEvent> events;
@@ -84,8 +85,14 @@ class WatchDecoder {
   explicit WatchDecoder(Options options);
   // Makes room for `n` more bytes plus padding after end_.
   void Reserve(size_t n);
-  // Decodes one line (without its newline) at buf_[offset, offset + len).
-  absl::Status DecodeLine(size_t offset, size_t len, std::vector<WatchEvent>* events);
+  // Decodes one line (without its newline) of `len` bytes at `line`, which is followed by at
+  // least `capacity - len` readable bytes; `offset` is its position in the stream.
+  absl::Status DecodeLine(const char* line, size_t len, size_t capacity, uint64_t offset,
+                          std::vector<WatchEvent>* events);
+  // Appends bytes to the buffer.
+  void Append(const char* data, size_t n);
+  // Decodes the complete lines in the buffer.
+  absl::Status DecodeBuffered(std::vector<WatchEvent>* events);
   absl::Status Fail(absl::Status status);
 
   const Options options_;
@@ -99,6 +106,7 @@ class WatchDecoder {
   size_t scan_ = 0;
   size_t end_ = 0;
   uint64_t stream_offset_ = 0;  // stream offset of buf_[0]
+  uint64_t fed_ = 0;            // bytes fed so far
   uint64_t events_decoded_ = 0;
   absl::Status error_;
 };

@@ -32,9 +32,26 @@ func restConfigFor(srv *server.Server) *rest.Config {
 
 // TestSharedInformerSurvivesEveryFaultOfTheFakeServer runs client-go
 // SharedInformers (streaming list and list+watch) against the fake API
-// server over TLS: 10k ConfigMaps, 1k changes, every fault of the plan, and
-// after each step every cache equals the server (keys, RVs, UIDs).
+// server over TLS: 10k ConfigMaps, 1k changes, every fault of the plans, and
+// after each step every cache equals the server (keys, RVs, UIDs). The
+// server-wide faults run against a second server in parallel, so that they
+// do not add to the per-informer faults' client-go backoff.
 func TestSharedInformerSurvivesEveryFaultOfTheFakeServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		plan []InformerOptions
+	}{
+		{"request-and-stream-faults", FakeServerPlan()},
+		{"connection-faults", ConnectionFaultPlan()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			runAgainstFake(t, tc.plan)
+		})
+	}
+}
+
+func runAgainstFake(t *testing.T, plan []InformerOptions) {
 	srv, err := server.New(server.Options{Addr: "127.0.0.1:0", TLS: true, BookmarkInterval: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -53,9 +70,9 @@ func TestSharedInformerSurvivesEveryFaultOfTheFakeServer(t *testing.T) {
 	res, err := Run(ctx, cfg, Options{
 		Objects:      10000,
 		Changes:      1000,
-		Informers:    FakeServerPlan(),
+		Informers:    plan,
 		Injector:     inj,
-		StallTimeout: 3 * time.Second, // > the 500ms bookmark interval
+		StallTimeout: 2 * time.Second, // > the 500ms bookmark interval
 		Logf:         t.Logf,
 	})
 	if err != nil {
@@ -70,5 +87,9 @@ func TestSharedInformerSurvivesEveryFaultOfTheFakeServer(t *testing.T) {
 		}
 	}
 	st := srv.Stats()
-	t.Logf("server: %d requests, %d watches, %d events sent, %d faults hit", st.Requests, st.WatchesTotal, st.EventsSent, st.FaultsHit)
+	t.Logf("server: %d requests, %d lists, %d watches (%d streaming lists), %d events sent, %d faults hit",
+		st.Requests, st.Lists, st.WatchesTotal, st.WatchLists, st.EventsSent, st.FaultsHit)
+	if st.WatchLists == 0 {
+		t.Error("no informer used a streaming list (sendInitialEvents)")
+	}
 }

@@ -117,8 +117,8 @@ func suffix(s FaultSpec) string {
 // FakeServerPlan is the fault plan for the fake API server: every fault
 // listed in its README, spread over informers in both client-go modes
 // (streaming list and list+watch) so that no reflector accumulates a long
-// backoff. The last steps are shared: compaction, refused connections and
-// connection resets hit every informer.
+// backoff (client-go's grows for two minutes). Faults that act on the whole
+// server are in ConnectionFaultPlan, to be run against another server.
 func FakeServerPlan() []InformerOptions {
 	stream := []Fault{
 		{Name: "watch-close", Specs: []FaultSpec{closeWatches}},
@@ -127,9 +127,11 @@ func FakeServerPlan() []InformerOptions {
 		onWatch(FaultSpec{Type: "slow", BytesPerSecond: 64 << 10}),
 		onWatch(FaultSpec{Type: "stall", DurationMs: 60000}),
 	}
-	errs := []Fault{
+	gone := []Fault{
 		onWatch(FaultSpec{Type: "gone"}),
 		onWatch(FaultSpec{Type: "gone", Mode: "status"}),
+	}
+	errs := []Fault{
 		onWatch(FaultSpec{Type: "too-many-requests", RetryAfterSeconds: 1}),
 		onWatch(FaultSpec{Type: "internal-error"}),
 	}
@@ -146,49 +148,50 @@ func FakeServerPlan() []InformerOptions {
 		onList(FaultSpec{Type: "internal-error"}),
 		onList(FaultSpec{Type: "too-many-requests", RetryAfterSeconds: 1}),
 	}
-	// Faults that act on the whole server are injected by the first
-	// informer only; the others share them. Compaction: each informer's next
-	// watch stalls (until the client's stall timeout), changes are made, the
-	// history is compacted, so the informer resumes from a compacted
-	// resourceVersion and must relist.
-	compaction := func(first bool) Fault {
-		f := Fault{Name: "compaction", Specs: []FaultSpec{{Type: "stall", Verb: "watch", Resource: "configmaps", DurationMs: 60000}, closeWatches}}
-		if first {
-			f.After = []FaultSpec{{Type: "compact"}}
-		}
-		return f
-	}
-	global := func(first bool, name string, spec FaultSpec) Fault {
-		if !first {
-			return Fault{Name: name + " (shared)"}
-		}
-		return Fault{Name: name, Specs: []FaultSpec{spec}}
-	}
-	shared := func(first bool) []Fault {
-		return []Fault{
-			compaction(first),
-			global(first, "refused-connections", FaultSpec{Type: "refuse", DurationMs: 1500}),
-			global(first, "connection-reset", FaultSpec{Type: "reset-connections"}),
-		}
-	}
-	steps := max(len(stream), len(errs), len(breaks), len(lists1), len(lists2))
-	n := 0
+	// Compaction: the informer's next watch stalls (until the client's stall
+	// timeout), changes are made, the history is compacted, so the informer
+	// resumes from a compacted resourceVersion and must relist. It is done by
+	// the stream informers only: compaction does not end open watches, so the
+	// others are not disturbed.
+	compaction := Fault{Name: "compaction",
+		Specs: []FaultSpec{{Type: "stall", Verb: "watch", Resource: "configmaps", DurationMs: 60000}, closeWatches},
+		After: []FaultSpec{{Type: "compact"}}}
+	stream = append(stream, compaction)
+	steps := max(len(stream), len(gone), len(errs), len(breaks), len(lists1), len(lists2))
 	with := func(fs []Fault) []Fault {
 		out := append([]Fault(nil), fs...)
 		for len(out) < steps {
 			out = append(out, Fault{Name: "none"})
 		}
-		n++
-		return append(out, shared(n == 1)...)
+		return out
 	}
 	return []InformerOptions{
 		{Name: "watchlist-stream", WatchListClient: bptr(true), Faults: with(stream)},
+		{Name: "watchlist-gone", WatchListClient: bptr(true), Faults: with(gone)},
 		{Name: "watchlist-errors", WatchListClient: bptr(true), Faults: with(errs)},
 		{Name: "watchlist-breaks", WatchListClient: bptr(true), Faults: with(breaks)},
 		{Name: "listwatch-stream", WatchListClient: bptr(false), Faults: with(stream)},
+		{Name: "listwatch-gone", WatchListClient: bptr(false), Faults: with(gone)},
 		{Name: "listwatch-errors", WatchListClient: bptr(false), Faults: with(errs)},
 		{Name: "listwatch-breaks", WatchListClient: bptr(false), Faults: with(breaks)},
 		{Name: "listwatch-lists1", WatchListClient: bptr(false), Faults: with(lists1)},
 		{Name: "listwatch-lists2", WatchListClient: bptr(false), Faults: with(lists2)},
+	}
+}
+
+// ConnectionFaultPlan is the plan of faults that act on the whole server
+// (connection resets, refused connections), for one informer of each
+// client-go mode. Run it against its own server: these faults end every
+// watch of every client, and would add to the backoff of FakeServerPlan's
+// informers.
+func ConnectionFaultPlan() []InformerOptions {
+	first := []Fault{
+		{Name: "connection-reset", Specs: []FaultSpec{{Type: "reset-connections"}}},
+		{Name: "refused-connections", Specs: []FaultSpec{{Type: "refuse", DurationMs: 1000}}},
+	}
+	others := []Fault{{Name: "connection-reset (shared)"}, {Name: "refused-connections (shared)"}}
+	return []InformerOptions{
+		{Name: "watchlist-conn", WatchListClient: bptr(true), Faults: first},
+		{Name: "listwatch-conn", WatchListClient: bptr(false), Faults: others},
 	}
 }

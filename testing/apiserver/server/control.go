@@ -246,6 +246,8 @@ type StatsSnapshot struct {
 	WatchesTotal    int64                    `json:"watchesTotal"`
 	EventsSent      int64                    `json:"eventsSent"`
 	FaultsHit       int64                    `json:"faultsHit"`
+	Lists           int64                    `json:"lists"`
+	WatchLists      int64                    `json:"watchLists"` // streaming lists (sendInitialEvents=true)
 	Connections     int                      `json:"connections"`
 	Resources       map[string]ResourceStats `json:"resources"`
 }
@@ -263,6 +265,7 @@ func (s *Server) Stats() StatsSnapshot {
 	out := StatsSnapshot{
 		Requests: s.stats.requests.Load(), WatchesOpen: s.stats.watchesOpen.Load(), WatchesTotal: s.stats.watchesTotal.Load(),
 		EventsSent: s.stats.eventsSent.Load(), FaultsHit: s.stats.faultsHit.Load(), Connections: s.connCount(),
+		Lists: s.stats.lists.Load(), WatchLists: s.stats.watchLists.Load(),
 		Resources: map[string]ResourceStats{},
 	}
 	st := s.store

@@ -250,6 +250,7 @@ func (srv *Server) serveListOrWatch(w http.ResponseWriter, req *http.Request, rq
 		}
 		limit = n
 	}
+	srv.stats.lists.Add(1)
 	res, aerr := srv.store.List(req.Context(), rq.res, listQuery{namespace: rq.namespace, rv: rv, rvMatch: rvMatch, limit: limit, cont: cont, label: ls, field: fs})
 	if aerr != nil {
 		writeError(w, aerr)

@@ -57,6 +57,8 @@ type stats struct {
 	watchesTotal atomic.Int64
 	eventsSent   atomic.Int64
 	faultsHit    atomic.Int64
+	lists        atomic.Int64
+	watchLists   atomic.Int64 // watches with sendInitialEvents=true
 }
 
 // Server is the fake API server. Its methods are safe for concurrent use.

@@ -136,6 +136,9 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 	ctx := req.Context()
 	st := srv.store
 	sie := q.sendInitialEvents != nil && *q.sendInitialEvents
+	if sie {
+		srv.stats.watchLists.Add(1)
+	}
 
 	var startErr *apiError
 	if fault != nil {

@@ -138,7 +138,7 @@ func TestCRUDErrorsCarryTheRealStatusReasons(t *testing.T) {
 		})
 	}
 	// Nothing above changed the object.
-	if got := c.get(p + "/a").str("metadata", "resourceVersion"); got != rv {
+	if got := c.get(p+"/a").str("metadata", "resourceVersion"); got != rv {
 		t.Fatalf("failed requests changed the object: rv %s -> %s", rv, got)
 	}
 }

@@ -50,8 +50,8 @@ func (srv *Server) serveDiscovery(w http.ResponseWriter, req *http.Request, part
 			return true
 		}
 		writeJSON(w, 200, "", metav1.APIVersions{
-			TypeMeta: metav1.TypeMeta{Kind: "APIVersions"},
-			Versions: []string{"v1"},
+			TypeMeta:                   metav1.TypeMeta{Kind: "APIVersions"},
+			Versions:                   []string{"v1"},
 			ServerAddressByClientCIDRs: []metav1.ServerAddressByClientCIDR{{ClientCIDR: "0.0.0.0/0", ServerAddress: req.Host}},
 		})
 		return true

@@ -97,7 +97,7 @@ const (
 // and none of " \ < > &.
 func plainWord(w uint64) bool {
 	hasZero := func(x uint64) uint64 { return (x - lsb) & ^x & msb }
-	bad := w & msb // non-ASCII
+	bad := w & msb                   // non-ASCII
 	bad |= (w - 0x20*lsb) & ^w & msb // < 0x20
 	bad |= hasZero(w ^ ('"' * lsb))
 	bad |= hasZero(w ^ ('\\' * lsb))

@@ -11,19 +11,19 @@ import (
 // close, garbage, truncate, stall, slow) are armed by the control endpoint and
 // consumed by the next Count matching requests; the others act at once.
 const (
-	FaultCloseWatches      = "close-watches"      // now: end matching open watches (after AfterEvents more events)
-	FaultGone              = "gone"               // request: 410 Expired (watch: ERROR event, or HTTP 410 with mode=status)
-	FaultTooManyRequests   = "too-many-requests"  // request: 429 with Retry-After
-	FaultInternalError     = "internal-error"     // request: 500 (watch with AfterEvents>0: ERROR event mid-stream)
-	FaultClose             = "close"              // request (watch): end the stream cleanly after AfterEvents events
-	FaultGarbage           = "garbage"            // request: after AfterEvents events write bytes that are not JSON, then drop the connection
-	FaultTruncate          = "truncate"           // request: cut the response in the middle of a JSON value, then drop the connection
-	FaultStall             = "stall"              // request: after AfterEvents events send nothing more for DurationMs (0: until the client leaves)
-	FaultSlow              = "slow"               // request: write the response at BytesPerSecond
-	FaultCompact           = "compact"            // now: drop event history (410 for older watches, exact lists, continue tokens)
-	FaultRefuse            = "refuse"             // now: close the listener and reset all connections for DurationMs
-	FaultResetConnections  = "reset-connections"  // now: reset all open connections (TCP RST)
-	FaultBookmark          = "bookmark"           // now: send a BOOKMARK to every matching watch that allows them
+	FaultCloseWatches     = "close-watches"     // now: end matching open watches (after AfterEvents more events)
+	FaultGone             = "gone"              // request: 410 Expired (watch: ERROR event, or HTTP 410 with mode=status)
+	FaultTooManyRequests  = "too-many-requests" // request: 429 with Retry-After
+	FaultInternalError    = "internal-error"    // request: 500 (watch with AfterEvents>0: ERROR event mid-stream)
+	FaultClose            = "close"             // request (watch): end the stream cleanly after AfterEvents events
+	FaultGarbage          = "garbage"           // request: after AfterEvents events write bytes that are not JSON, then drop the connection
+	FaultTruncate         = "truncate"          // request: cut the response in the middle of a JSON value, then drop the connection
+	FaultStall            = "stall"             // request: after AfterEvents events send nothing more for DurationMs (0: until the client leaves)
+	FaultSlow             = "slow"              // request: write the response at BytesPerSecond
+	FaultCompact          = "compact"           // now: drop event history (410 for older watches, exact lists, continue tokens)
+	FaultRefuse           = "refuse"            // now: close the listener and reset all connections for DurationMs
+	FaultResetConnections = "reset-connections" // now: reset all open connections (TCP RST)
+	FaultBookmark         = "bookmark"          // now: send a BOOKMARK to every matching watch that allows them
 )
 
 // FaultSpec is the JSON body of POST /_fake/faults.

@@ -344,3 +344,38 @@ func TestSeedChurnAndCustomResources(t *testing.T) {
 		t.Fatalf("%s", r.body)
 	}
 }
+
+func TestChurnedObjectsStayValid(t *testing.T) {
+	srv := testServer(t, Options{})
+	c := newClient(t, srv)
+	for _, res := range []struct{ name, path string }{
+		{"configmaps", nsPath("churn", "configmaps")},
+		{"secrets", nsPath("churn", "secrets")},
+		{"leases.coordination.k8s.io", "/apis/coordination.k8s.io/v1/namespaces/churn/leases"},
+	} {
+		c.mustCode(c.do("POST", "/_fake/seed", "", map[string]any{"resource": res.name, "namespace": "churn", "count": 20, "bytes": 600}), 200)
+		rv := itoa(srv.store.CurrentRV())
+		w := c.watch(res.path + "?watch=1&resourceVersion=" + rv)
+		c.mustCode(c.do("POST", "/_fake/churn", "", map[string]any{"resource": res.name, "namespace": "churn", "ops": 200, "wait": true}), 200)
+		var last watchEvent
+		for i := 0; i < 200; i++ {
+			last = w.next(t, false)
+			if last.Type != "MODIFIED" {
+				t.Fatalf("%s: %s", res.name, last.Type)
+			}
+		}
+		got := c.mustCode(c.get(res.path+"/"+last.name()), 200)
+		if got.str("metadata", "resourceVersion") != last.rv() || got.str("metadata", "uid") == "" {
+			t.Fatalf("%s: get after churn %s vs event rv %s", res.name, got.body, last.rv())
+		}
+		// The object decodes again for writes.
+		p := c.mustCode(c.do("PATCH", res.path+"/"+last.name(), "application/merge-patch+json", `{"metadata":{"labels":{"patched":"yes"}}}`), 200)
+		if p.str("metadata", "labels", "patched") != "yes" || p.str("metadata", "labels", "fake.informerd.io/seed") != "true" {
+			t.Fatalf("%s: patch after churn: %s", res.name, p.body)
+		}
+		l := c.mustCode(c.get(res.path), 200)
+		if n := len(l.obj["items"].([]any)); n != 20 {
+			t.Fatalf("%s: %d items", res.name, n)
+		}
+	}
+}

@@ -486,7 +486,9 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 			writeError(w, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")})
 			return
 		}
-		apply = func(orig, patch []byte) ([]byte, error) { return strategicpatch.StrategicMergePatch(orig, patch, schema) }
+		apply = func(orig, patch []byte) ([]byte, error) {
+			return strategicpatch.StrategicMergePatch(orig, patch, schema)
+		}
 	default:
 		writeError(w, errUnsupportedMediaType(mt))
 		return

@@ -33,7 +33,7 @@ func (s *Store) checkNamespaceLocked(r *resourceStore, ns, name string) *apiErro
 	if n == nil {
 		return errNamespaceNotFound(ns)
 	}
-	if _, terminating := metaOf(n.data)["deletionTimestamp"]; terminating {
+	if _, terminating := metaOf(n.dataMap())["deletionTimestamp"]; terminating {
 		return errForbiddenTerminating(&r.def, name, ns)
 	}
 	return nil
@@ -205,7 +205,7 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 	}
 	var next map[string]any
 	if o.subresource == "status" {
-		next = copyMap(cur.data)
+		next = copyMap(cur.dataMap())
 		if st, ok := want["status"]; ok {
 			next["status"] = st
 		} else {
@@ -214,7 +214,7 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 	} else {
 		next = want
 		nm := metaOf(next)
-		cm := metaOf(cur.data)
+		cm := metaOf(cur.dataMap())
 		for _, k := range systemMeta {
 			if v, ok := cm[k]; ok {
 				nm[k] = v
@@ -226,23 +226,23 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 		// added to it — the real server rejects that; keep it simple: keep
 		// the old deletionTimestamp (done above).
 		if d.Status {
-			if st, ok := cur.data["status"]; ok {
+			if st, ok := cur.dataMap()["status"]; ok {
 				next["status"] = st
 			} else {
 				delete(next, "status")
 			}
 		}
 		if d.Resource == "namespaces" && d.Group == "" {
-			next["spec"] = cur.data["spec"]
+			next["spec"] = cur.dataMap()["spec"]
 		}
 	}
 	nm := metaOf(next)
 	nm["resourceVersion"] = curRV
-	if d.Generation != GenerationNone && o.subresource != "status" && generationChanged(d, cur.data, next) {
-		g, _ := strconv.ParseInt(fmt.Sprint(metaOf(cur.data)["generation"]), 10, 64)
+	if d.Generation != GenerationNone && o.subresource != "status" && generationChanged(d, cur.dataMap(), next) {
+		g, _ := strconv.ParseInt(fmt.Sprint(metaOf(cur.dataMap())["generation"]), 10, 64)
 		nm["generation"] = json.Number(strconv.FormatInt(g+1, 10))
 	}
-	if jsonEqual(next, cur.data) {
+	if jsonEqual(next, cur.dataMap()) {
 		return cur, nil // no-op update: nothing is written, no event
 	}
 	if o.dryRun {
@@ -283,11 +283,11 @@ func generationChanged(d *ResourceDef, old, next map[string]any) bool {
 }
 
 func hasFinalizers(r *resourceStore, o *object) bool {
-	if f, _ := metaOf(o.data)["finalizers"].([]any); len(f) > 0 {
+	if f, _ := metaOf(o.dataMap())["finalizers"].([]any); len(f) > 0 {
 		return true
 	}
 	if r.def.Group == "" && r.def.Resource == "namespaces" {
-		if spec, _ := o.data["spec"].(map[string]any); spec != nil {
+		if spec, _ := o.dataMap()["spec"].(map[string]any); spec != nil {
 			if f, _ := spec["finalizers"].([]any); len(f) > 0 {
 				return true
 			}
@@ -340,11 +340,11 @@ func (s *Store) deleteLocked(r *resourceStore, key, name string, pre deletePreco
 	if !hasFinalizers(r, cur) {
 		return s.removeLocked(r, cur), true, nil
 	}
-	cm := metaOf(cur.data)
+	cm := metaOf(cur.dataMap())
 	if _, already := cm["deletionTimestamp"]; already {
 		return cur, false, nil
 	}
-	next := copyMap(cur.data)
+	next := copyMap(cur.dataMap())
 	nm := metaOf(next)
 	nm["deletionTimestamp"] = timestamp(s.now())
 	nm["deletionGracePeriodSeconds"] = json.Number("0")
@@ -400,7 +400,7 @@ func (s *Store) maybeFinishNamespaceLocked(ns string) {
 	if n == nil {
 		return
 	}
-	if _, terminating := metaOf(n.data)["deletionTimestamp"]; !terminating {
+	if _, terminating := metaOf(n.dataMap())["deletionTimestamp"]; !terminating {
 		return
 	}
 	for _, r := range s.order {

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,10 @@ type object struct {
 	uid       string
 	rv        uint64
 	labels    map[string]string
-	data      map[string]any // the object without kind/apiVersion
+	// data is the decoded object without kind/apiVersion. It is dropped when
+	// the object is superseded (history keeps only the JSON, which the
+	// garbage collector need not scan) and decoded again on demand.
+	data atomic.Pointer[map[string]any]
 	// full is the JSON of the object with kind and apiVersion first; full[bodyOff:]
 	// is the JSON of data without its opening brace, so that "{"+full[bodyOff:]
 	// is the typeless form used for items of built-in lists.
@@ -122,9 +126,9 @@ func (r *resourceStore) finish(data map[string]any, typ eventType) (*object, err
 		name:      str(meta, "name"),
 		uid:       str(meta, "uid"),
 		labels:    labelsOf(meta),
-		data:      data,
 		frameType: typ,
 	}
+	o.data.Store(&data)
 	o.key = objectKey(o.namespace, o.name)
 	o.rv, _ = strconv.ParseUint(str(meta, "resourceVersion"), 10, 64)
 
@@ -160,10 +164,27 @@ func (r *resourceStore) finish(data map[string]any, typ eventType) (*object, err
 	return o, nil
 }
 
+// dataMap returns the decoded object (read-only).
+func (o *object) dataMap() map[string]any {
+	if p := o.data.Load(); p != nil {
+		return *p
+	}
+	body := make([]byte, 0, len(o.full)-o.bodyOff+1)
+	body = append(append(body, '{'), o.full[o.bodyOff:]...)
+	m, err := decodeJSON(body)
+	if err != nil {
+		return map[string]any{"metadata": map[string]any{"name": o.name, "namespace": o.namespace}}
+	}
+	return m
+}
+
+// superseded drops the decoded form of an object that is no longer current.
+func (o *object) superseded() { o.data.Store(nil) }
+
 // withRV returns a copy of o whose resourceVersion is rv, framed as typ (used
 // for DELETED events, which carry the deletion's resourceVersion).
 func (r *resourceStore) withRV(o *object, rv uint64, typ eventType) *object {
-	data := shallowWithMeta(o.data)
+	data := shallowWithMeta(o.dataMap())
 	metaOf(data)["resourceVersion"] = strconv.FormatUint(rv, 10)
 	n, err := r.finish(data, typ)
 	if err != nil {

@@ -23,20 +23,20 @@ import (
 // Thread safety: all methods may be called from any goroutine. Stored *object
 // values are immutable and may be used after the lock is released.
 type Store struct {
-	mu         sync.RWMutex
-	rv         uint64                    // GUARDED_BY(mu): the last revision written
-	byGVR      map[string]*resourceStore // GUARDED_BY(mu): "group/version/resource"
-	order      []*resourceStore          // GUARDED_BY(mu): registration order
-	historyCap int
-	now        func() time.Time
-	anyChange  chan struct{} // GUARDED_BY(mu): closed and replaced on every commit
+	mu           sync.RWMutex
+	rv           uint64                    // GUARDED_BY(mu): the last revision written
+	byGVR        map[string]*resourceStore // GUARDED_BY(mu): "group/version/resource"
+	order        []*resourceStore          // GUARDED_BY(mu): registration order
+	historyCap   int
+	now          func() time.Time
+	anyChange    chan struct{} // GUARDED_BY(mu): closed and replaced on every commit
 	tooLargeWait time.Duration
 }
 
 // resourceStore is one resource's current state and its bounded event history.
 type resourceStore struct {
 	def        ResourceDef
-	typePrefix []byte // `{"kind":"ConfigMap","apiVersion":"v1",`
+	typePrefix []byte       // `{"kind":"ConfigMap","apiVersion":"v1",`
 	sizeHint   atomic.Int64 // the largest frame built so far, to size buffers
 
 	// The fields below are GUARDED_BY(Store.mu).
@@ -222,6 +222,9 @@ func (s *Store) commitLocked(r *resourceStore, typ eventType, key string, stored
 			r.dirty = true
 		}
 		r.objects[key] = stored
+	}
+	if prev != nil {
+		prev.superseded()
 	}
 	frame := sent.frame
 	if sent.frameType != typ {
@@ -544,7 +547,7 @@ func objectFields(r *resourceStore, o *object) fields.Set {
 		set["metadata.namespace"] = o.namespace
 	}
 	for _, f := range r.def.ExtraFieldSelectors {
-		if v, ok := fieldValue(o.data, f); ok {
+		if v, ok := fieldValue(o.dataMap(), f); ok {
 			set[f] = v
 		}
 	}

@@ -34,7 +34,7 @@ type watchState struct {
 	userAgent   string
 	closeNow    chan struct{} // closed to end the watch
 	closed      atomic.Bool
-	closeAfter  atomic.Int64 // >0: end after that many more events; 0: no limit
+	closeAfter  atomic.Int64  // >0: end after that many more events; 0: no limit
 	bookmarkNow chan struct{} // buffered(1): send a bookmark when caught up
 }
 
@@ -58,7 +58,7 @@ type httpFlushWriter struct {
 }
 
 func (h *httpFlushWriter) Write(p []byte) (int, error) { return h.w.Write(p) }
-func (h *httpFlushWriter) Flush() error             { return h.rc.Flush() }
+func (h *httpFlushWriter) Flush() error                { return h.rc.Flush() }
 
 // slowWriter paces writes to bytesPerSecond, flushing each slice.
 type slowWriter struct {

@@ -164,11 +164,15 @@ func errTooOldWatch(rv, floor uint64) *apiError {
 	return errExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, floor))
 }
 
-func errTooLargeRV(want, cur uint64) *apiError {
+// errTooLargeRV is storage.NewTooLargeResourceVersionError: the watch cache
+// asks to retry after a second, etcd (exact reads) gives no retry hint.
+func errTooLargeRV(want, cur uint64) *apiError { return tooLargeRV(want, cur, tooLargeRetrySeconds) }
+
+func tooLargeRV(want, cur uint64, retry int) *apiError {
 	return &apiError{Code: 504, Reason: "Timeout",
 		Message:    fmt.Sprintf("Too large resource version: %d, current: %d", want, cur),
 		Details:    &statusDetails{Causes: []statusCause{{Type: causeTypeRVTooLarge, Message: msgTooLargeCauseShort}}},
-		RetryAfter: tooLargeRetrySeconds}
+		RetryAfter: retry}
 }
 
 func errTooManyRequests(retryAfter int) *apiError {

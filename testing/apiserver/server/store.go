@@ -465,7 +465,7 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 		floor, cur := r.floor, s.rv
 		s.mu.RUnlock()
 		if n > cur {
-			return nil, errTooLargeRV(n, cur)
+			return nil, tooLargeRV(n, cur, 0) // from etcd: no retry hint
 		}
 		if n < floor {
 			return nil, errExpired(msgListTooOld)

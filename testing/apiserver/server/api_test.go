@@ -451,3 +451,20 @@ func TestPaginationIsAConsistentSnapshotUntilCompaction(t *testing.T) {
 	c.mustCode(c.get(p+"?limit=10&resourceVersion=5&continue="+first.str("metadata", "continue")), 400)
 	c.mustCode(c.get(p+"?continue=garbage"), 400)
 }
+
+func TestDeleteCollectionHonoursSelectors(t *testing.T) {
+	srv := testServer(t, Options{})
+	c := newClient(t, srv)
+	p := nsPath("default", "configmaps")
+	c.createCM("default", "a", map[string]string{"gone": "yes"}, nil)
+	c.createCM("default", "b", map[string]string{"gone": "yes"}, nil)
+	c.createCM("default", "c", nil, nil)
+	r := c.mustCode(c.do("DELETE", p+"?labelSelector=gone%3Dyes", "", nil), 200)
+	if r.str("kind") != "ConfigMapList" || len(r.obj["items"].([]any)) != 2 {
+		t.Fatalf("%s", r.body)
+	}
+	l := c.mustCode(c.get(p), 200)
+	if items := l.obj["items"].([]any); len(items) != 1 || items[0].(map[string]any)["metadata"].(map[string]any)["name"] != "c" {
+		t.Fatalf("%s", l.body)
+	}
+}

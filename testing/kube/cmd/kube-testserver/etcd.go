@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 type etcdServer struct {
 	e         *embed.Etcd
 	clientURL string
 	errs      <-chan error
+	logLevel  zap.AtomicLevel
 }
 
 // startEtcd starts a single-member etcd on loopback. Both listeners bind
@@ -43,9 +46,21 @@ func startEtcd(ctx context.Context, dataDir string, quotaBytes int64) (*etcdServ
 	cfg.ListenMetricsUrls = nil
 	cfg.Metrics = "basic"
 
+	// Errors only, and none while closing: etcd reports each listener it
+	// closes as an error, which would bury the reason for a failed start.
+	logLevel := zap.NewAtomicLevelAt(zapcore.ErrorLevel)
+	zcfg := zap.NewProductionConfig()
+	zcfg.Level = logLevel
+	zcfg.DisableStacktrace = true
+	zcfg.OutputPaths = []string{"stderr"}
+	zcfg.ErrorOutputPaths = []string{"stderr"}
+	lg, err := zcfg.Build(zap.Fields(zap.String("component", "etcd")))
+	if err != nil {
+		return nil, err
+	}
 	cfg.Logger = "zap"
 	cfg.LogLevel = "error"
-	cfg.LogOutputs = []string{"stderr"}
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
@@ -72,9 +87,11 @@ func startEtcd(ctx context.Context, dataDir string, quotaBytes int64) (*etcdServ
 		e:         e,
 		clientURL: "http://" + e.Clients[0].Addr().String(),
 		errs:      e.Err(),
+		logLevel:  logLevel,
 	}, nil
 }
 
 func (s *etcdServer) stop() {
+	s.logLevel.SetLevel(zapcore.FatalLevel)
 	s.e.Close()
 }

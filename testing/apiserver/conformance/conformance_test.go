@@ -65,7 +65,7 @@ func runAgainstFake(t *testing.T, plan []InformerOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, cfg, Options{
 		Objects:      10000,

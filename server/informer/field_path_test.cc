@@ -1,0 +1,73 @@
+#include "server/informer/field_path.h"
+
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/informer/test_objects.h"
+
+namespace informerd::informer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using testing::MakeObject;
+using testing::TestObject;
+
+std::vector<std::string> ValuesOf(absl::string_view path, const client::Object& object) {
+  std::vector<std::string> out;
+  FieldPath::Parse(path).value().Values(object, [&](absl::string_view v) { out.emplace_back(v); });
+  return out;
+}
+
+TEST(FieldPathTest, MetadataFieldsComeFromTheParsedObject) {
+  ObjectPtr o = MakeObject({.ns = "ns1", .name = "n", .rv = "42", .labels = {{"app", "web"}}});
+  EXPECT_THAT(ValuesOf("metadata.name", *o), ElementsAre("n"));
+  EXPECT_THAT(ValuesOf("metadata.namespace", *o), ElementsAre("ns1"));
+  EXPECT_THAT(ValuesOf("metadata.resourceVersion", *o), ElementsAre("42"));
+  EXPECT_THAT(ValuesOf("metadata.uid", *o), ElementsAre("uid-ns1-n"));
+  EXPECT_THAT(ValuesOf("kind", *o), ElementsAre("ConfigMap"));
+  EXPECT_THAT(ValuesOf("apiVersion", *o), ElementsAre("v1"));
+  EXPECT_THAT(ValuesOf("metadata.labels.app", *o), ElementsAre("web"));
+  EXPECT_THAT(ValuesOf("metadata.labels.missing", *o), IsEmpty());
+}
+
+TEST(FieldPathTest, NestedStringsNumbersAndBooleansAreRead) {
+  ObjectPtr o = MakeObject(
+      {.extra = R"("spec":{"nodeName":"node-1","replicas":3,"paused":true,"esc":"a\"b"})"});
+  EXPECT_THAT(ValuesOf("spec.nodeName", *o), ElementsAre("node-1"));
+  EXPECT_THAT(ValuesOf("spec.replicas", *o), ElementsAre("3"));
+  EXPECT_THAT(ValuesOf("spec.paused", *o), ElementsAre("true"));
+  EXPECT_THAT(ValuesOf("spec.esc", *o), ElementsAre("a\"b")) << "strings are unescaped";
+}
+
+TEST(FieldPathTest, ArraysYieldEachScalarElement) {
+  ObjectPtr o = MakeObject({.extra = R"("spec":{"finalizers":["a","b",{"x":1},"c"]})"});
+  EXPECT_THAT(ValuesOf("spec.finalizers", *o), ElementsAre("a", "b", "c"));
+}
+
+TEST(FieldPathTest, MissingNullAndObjectValuesYieldNothing) {
+  ObjectPtr o = MakeObject({.extra = R"("spec":{"a":null,"b":{"c":1}},"status":"x")"});
+  EXPECT_THAT(ValuesOf("spec.a", *o), IsEmpty());
+  EXPECT_THAT(ValuesOf("spec.b", *o), IsEmpty());
+  EXPECT_THAT(ValuesOf("spec.zzz", *o), IsEmpty());
+  EXPECT_THAT(ValuesOf("status.phase", *o), IsEmpty()) << "status is a string, not an object";
+  EXPECT_EQ(FieldPath::Parse("spec.zzz").value().FirstValue(*o), "");
+}
+
+TEST(FieldPathTest, MetadataGenerationIsReadFromTheJson) {
+  ObjectPtr o = MakeObject({.extra_metadata = R"("generation":5)"});
+  EXPECT_THAT(ValuesOf("metadata.generation", *o), ElementsAre("5"));
+  EXPECT_THAT(ValuesOf("metadata.generation", *MakeObject({})), IsEmpty());
+}
+
+TEST(FieldPathTest, EmptyPathsAndSegmentsAreRejected) {
+  EXPECT_EQ(FieldPath::Parse("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(FieldPath::Parse("spec..x").status().message(), HasSubstr("empty segment"));
+  EXPECT_THAT(FieldPath::Parse(".spec").status().message(), HasSubstr("spec"));
+}
+
+}  // namespace
+}  // namespace informerd::informer

@@ -1,0 +1,233 @@
+// ThreadSafeStore: client-go's ThreadSafeStore/Indexer — the informer's cache. A map from key
+// ("namespace/name", or "name" for cluster-scoped objects) to the immutable object, plus indexes
+// that map index values to keys. The namespace index (kNamespaceIndex) is always present; more are
+// declared at creation (StoreOptions::indexers) or added later (AddIndexers).
+//
+//   auto store = ThreadSafeStore::Create({.indexers = {IndexSpec::Field("by-node",
+//                                                                        "spec.nodeName")}}).value();
+//   store->Update(pod);
+//   ListResult on_node = store->ByIndex("by-node", "node-1").value();
+//   // on_node.objects, and on_node.resource_version: the cache state it reflects
+//
+// Every read reports the resourceVersion the cache had reached when the read was served (the
+// informer sets it as it applies events; see SetResourceVersion). Reads are of a possibly stale
+// cache, never a strong read from the API server.
+//
+// Objects are shared, never copied: a read returns the same shared_ptrs the store holds. Storing
+// the very object that is already stored (as an informer does when a relist finds an object
+// unchanged) costs one lookup and touches no index. Replace updates in place and removes what is
+// missing, so it never holds two copies of the contents.
+//
+// Memory accounting: memory() reports the number of objects and an estimate of the bytes they and
+// the store's own structures hold (ApproximateObjectBytes per object plus per-entry overhead).
+//
+// Thread safety: every method may be called from any thread. Writes and reads are serialised by
+// one lock; reads copy shared_ptrs out under it and never block on a writer for longer than one
+// write.
+#ifndef INFORMERD_SERVER_INFORMER_THREAD_SAFE_STORE_H_
+#define INFORMERD_SERVER_INFORMER_THREAD_SAFE_STORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/hash.h"
+#include "base/mutex.h"
+#include "client/object.h"
+#include "server/informer/index.h"
+
+namespace informerd::informer {
+
+struct StoreOptions {
+  // Indexes besides the built-in namespace index. Names must be unique and not "namespace".
+  std::vector<IndexSpec> indexers;
+};
+
+// The result of a Get: `object` is null when the key is absent.
+struct GetResult {
+  ObjectPtr object;
+  std::string resource_version;
+};
+
+struct ListResult {
+  std::vector<ObjectPtr> objects;
+  std::string resource_version;
+};
+
+struct KeysResult {
+  std::vector<std::string> keys;
+  std::string resource_version;
+};
+
+struct ValuesResult {
+  std::vector<std::string> values;
+  std::string resource_version;
+};
+
+struct MemoryUsage {
+  size_t objects = 0;
+  // Object bytes (see ApproximateObjectBytes) plus the store's per-entry bookkeeping.
+  size_t bytes = 0;
+};
+
+// Heap bytes held by one Object: its single allocation, the object itself and the shared_ptr
+// control block.
+size_t ApproximateObjectBytes(const client::Object& object);
+
+class ThreadSafeStore {
+ public:
+  static absl::StatusOr<std::unique_ptr<ThreadSafeStore>> Create(StoreOptions options);
+  ~ThreadSafeStore();
+  ThreadSafeStore(const ThreadSafeStore&) = delete;
+  ThreadSafeStore& operator=(const ThreadSafeStore&) = delete;
+
+  // ---- writes ----
+
+  // Inserts `object` under object->key() or replaces what is there (client-go's Add and Update).
+  // Returns the previous object, or null. REQUIRES: object != nullptr.
+  ObjectPtr Update(ObjectPtr object);
+  // Removes `key`; returns the removed object, or null when absent.
+  ObjectPtr Delete(absl::string_view key);
+  // Makes the contents exactly `objects` (later duplicates of a key win) and sets the
+  // resourceVersion. In place: unchanged objects are kept, missing keys removed.
+  void Replace(std::vector<ObjectPtr> objects, std::string resource_version);
+  // Records the resourceVersion the cache reflects; reported by every later read.
+  void SetResourceVersion(std::string resource_version);
+
+  // ---- reads ----
+
+  GetResult Get(absl::string_view key) const;
+  ListResult List() const;
+  KeysResult ListKeys() const;
+  // Objects in `namespace_name` (through the namespace index).
+  ListResult ListNamespace(absl::string_view namespace_name) const;
+  // Objects that share at least one value of index `index_name` with `object` (client-go Index).
+  absl::StatusOr<ListResult> Index(absl::string_view index_name,
+                                   const client::Object& object) const;
+  // Objects whose index `index_name` has `value`. NotFound for an unknown index.
+  absl::StatusOr<ListResult> ByIndex(absl::string_view index_name, absl::string_view value) const;
+  // Keys of those objects.
+  absl::StatusOr<KeysResult> IndexKeys(absl::string_view index_name,
+                                       absl::string_view value) const;
+  // Every value index `index_name` currently holds.
+  absl::StatusOr<ValuesResult> ListIndexFuncValues(absl::string_view index_name) const;
+  // Names of every index, the namespace index first.
+  std::vector<std::string> IndexNames() const;
+
+  // Adds indexes and indexes the current contents under them. AlreadyExists when a name is
+  // taken (nothing is added then); InvalidArgument for an invalid spec.
+  absl::Status AddIndexers(std::vector<IndexSpec> indexers);
+
+  size_t Size() const;
+  std::string ResourceVersion() const;
+  MemoryUsage memory() const;
+
+  // Calls `fn` for every object with the store's lock held: `fn` must not call into this store.
+  // Used by the delta FIFO (known objects) and the informer (snapshots for new handlers).
+  void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const;
+
+ private:
+  using SlotId = uint32_t;
+  struct Slot {
+    ObjectPtr object;     // null: free
+    uint32_t hash32 = 0;  // Hash32(key)
+    uint32_t epoch = 0;   // Replace's mark
+    SlotId next_free = 0;
+  };
+
+  // The key index holds, per live slot, its 32 hash bits and its id, so that it rehashes and
+  // erases without reading keys (as in server/workqueue/queue.h).
+  using KeyEntry = uint64_t;
+  struct HashedKey {
+    absl::string_view key;
+    uint32_t hash32;
+  };
+  static uint32_t Hash32(absl::string_view key) {
+    return static_cast<uint32_t>(HashBytes(key) >> 32);
+  }
+  struct KeyHash {
+    using is_transparent = void;
+    static size_t Spread(uint32_t h) {
+      return (static_cast<uint64_t>(h) * 0x9e3779b97f4a7c15ull) ^ h;
+    }
+    size_t operator()(KeyEntry e) const { return Spread(static_cast<uint32_t>(e >> 32)); }
+    size_t operator()(const HashedKey& k) const { return Spread(k.hash32); }
+  };
+  struct KeyEq {
+    using is_transparent = void;
+    const std::vector<Slot>* slots;
+    bool operator()(KeyEntry a, KeyEntry b) const { return a == b; }
+    bool operator()(KeyEntry a, const HashedKey& b) const {
+      return static_cast<uint32_t>(a >> 32) == b.hash32 &&
+             (*slots)[static_cast<SlotId>(a)].object->key() == b.key;
+    }
+    bool operator()(const HashedKey& a, KeyEntry b) const { return (*this)(b, a); }
+  };
+
+  // One index: value -> slots holding an object with that value.
+  struct IndexData {
+    std::unique_ptr<IndexFunction> function;
+    absl::flat_hash_map<std::string, absl::flat_hash_set<SlotId>, StringHash, StringEq> values;
+  };
+
+  // Reusable, de-duplicated list of index values (a write's scratch space).
+  class ValueList {
+   public:
+    void Clear() { size_ = 0; }
+    void Add(absl::string_view v);
+    size_t size() const { return size_; }
+    const std::string& operator[](size_t i) const { return values_[i]; }
+    bool Contains(absl::string_view v) const;
+
+   private:
+    std::vector<std::string> values_;  // [0, size_) in use; the rest keep their buffers
+    size_t size_ = 0;
+  };
+
+  ThreadSafeStore() = default;
+
+  SlotId FindLocked(absl::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Stores `object` (keyed by its key); returns the previous object. Sets the slot's epoch.
+  ObjectPtr UpdateLocked(ObjectPtr object, uint32_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  ObjectPtr RemoveSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves slot `id` from the values of `old_object` to those of `new_object` in every index
+  // (either may be null).
+  void ReindexLocked(SlotId id, const client::Object* old_object,
+                     const client::Object* new_object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReindexOneLocked(IndexData& index, SlotId id, const client::Object* old_object,
+                        const client::Object* new_object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  const IndexData* FindIndexLocked(absl::string_view name) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddIndexersLocked(std::vector<IndexSpec> indexers)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Slots of `index` with `value`, or nullptr.
+  static const absl::flat_hash_set<SlotId>* SlotsWithValue(const IndexData& index,
+                                                           absl::string_view value);
+
+  mutable Mutex mu_;
+  // Slot storage; a slot is live iff its object is set, and then the key index holds it.
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  SlotId free_head_ ABSL_GUARDED_BY(mu_) = 0;  // valid when free_count_ > 0
+  size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_set<KeyEntry, KeyHash, KeyEq> keys_ ABSL_GUARDED_BY(mu_){
+      0, KeyHash{}, KeyEq{&slots_}};
+  // indexes_[0] is the namespace index.
+  std::vector<IndexData> indexes_ ABSL_GUARDED_BY(mu_);
+  std::string resource_version_ ABSL_GUARDED_BY(mu_);
+  uint32_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t object_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  ValueList old_values_ ABSL_GUARDED_BY(mu_);
+  ValueList new_values_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace informerd::informer
+
+#endif  // INFORMERD_SERVER_INFORMER_THREAD_SAFE_STORE_H_

@@ -1,0 +1,15 @@
+// ThreadSanitizer suppressions for client/ tests, compiled into them.
+//
+// Debian's Abseil is built without TSan, so the atomic reference count of absl::Status (and
+// Cord) is invisible to it: when a Status made on one thread is released on another, the
+// final operator delete called from inside libabsl looks unsynchronised with earlier reads.
+// Only races with a frame in Status's reference counting or inside those libraries are
+// suppressed.
+// The hook is looked up in the executable: tests that link this must set linkstatic = True.
+extern "C" const char* __tsan_default_suppressions() {
+  return "race:absl::*::Status::Unref\n"
+         "race:absl::*::Status::UnrefNonInlined\n"
+         "race:absl::*::status_internal::*\n"
+         "race:libabsl_status.so*\n"
+         "race:libabsl_cord*\n";
+}

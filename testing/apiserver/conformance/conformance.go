@@ -99,6 +99,9 @@ type Options struct {
 	// ConvergeTimeout bounds each wait for the cache to equal the server
 	// (default 2 minutes).
 	ConvergeTimeout time.Duration
+	// KeepNamespace leaves the namespace and its objects behind; by default
+	// Run deletes the namespace when it returns.
+	KeepNamespace bool
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -183,6 +186,14 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (*Result, error) {
 	})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("create namespace: %w", err)
+	}
+	if !opts.KeepNamespace {
+		// Registered first, so it runs after the informers have stopped.
+		defer func() {
+			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_ = admin.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{})
+		}()
 	}
 	ch := &changer{cs: admin, ns: ns, logf: opts.Logf}
 	start := time.Now()

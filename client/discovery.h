@@ -1,0 +1,110 @@
+// Discovery: which resources the API server serves — group/version/resource (GVR) to Kind and
+// scope and back — cached, and fetched again when asked for something it does not know, so
+// that resources added later (CRDs) resolve.
+//
+// It reads aggregated discovery (apidiscovery.k8s.io/v2: two requests, /api and /apis) when
+// the server offers it, else the legacy documents (/api, /api/v1, /apis, /apis/G/V), as
+// client-go's discovery client does.
+//
+//   auto discovery = Discovery::Create({.fetch = ...}).value();
+//   absl::StatusOr<ResourceInfo> pods = discovery->Resource({"", "v1", "pods"});
+//   // pods->kind == "Pod", pods->namespaced
+//
+// Thread safety: all methods may be called from any thread; a refresh blocks (in `fetch`) and
+// concurrent callers wait for it.
+#ifndef INFORMERD_CLIENT_DISCOVERY_H_
+#define INFORMERD_CLIENT_DISCOVERY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/mutex.h"
+
+namespace informerd::client {
+
+struct GroupVersionResource {
+  std::string group;  // "" for the core group
+  std::string version;
+  std::string resource;  // plural, e.g. "deployments"
+  std::string GroupVersion() const { return group.empty() ? version : group + "/" + version; }
+  bool operator==(const GroupVersionResource&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const GroupVersionResource& r) {
+    return H::combine(std::move(h), r.group, r.version, r.resource);
+  }
+};
+
+struct GroupVersionKind {
+  std::string group;
+  std::string version;
+  std::string kind;
+  bool operator==(const GroupVersionKind&) const = default;
+  template <typename H>
+  friend H AbslHashValue(H h, const GroupVersionKind& k) {
+    return H::combine(std::move(h), k.group, k.version, k.kind);
+  }
+};
+
+struct ResourceInfo {
+  GroupVersionResource gvr;
+  std::string kind;
+  bool namespaced = false;
+  std::string singular;
+  std::vector<std::string> verbs;
+  std::vector<std::string> short_names;
+  // The URL path of the group version: "/api/v1" or "/apis/apps/v1".
+  std::string BasePath() const;
+};
+
+class Discovery {
+ public:
+  struct Response {
+    std::string content_type;
+    std::string body;
+  };
+  // GETs `path` with the given Accept header; provided by the client (with auth and retries).
+  using Fetch = std::function<absl::StatusOr<Response>(const std::string& path,
+                                                       const std::string& accept)>;
+  struct Options {
+    Fetch fetch;
+    // Ask for aggregated discovery first (falling back to legacy when not offered).
+    bool aggregated = true;
+  };
+
+  static absl::StatusOr<std::unique_ptr<Discovery>> Create(Options options);
+
+  // The resource `gvr` (subresources like "pods/status" are not resources). Refreshes once on a
+  // miss; NotFound if the server does not serve it.
+  absl::StatusOr<ResourceInfo> Resource(const GroupVersionResource& gvr);
+  // The resource whose kind is `gvk` (the first listed, as the server orders them).
+  absl::StatusOr<ResourceInfo> ResourceForKind(const GroupVersionKind& gvk);
+  // Fetches everything again.
+  absl::Status Refresh();
+  // How many times discovery was fetched (for tests).
+  int refreshes() const;
+
+ private:
+  explicit Discovery(Options options) : options_(std::move(options)) {}
+  absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const Options options_;
+  mutable Mutex mu_;
+  bool loaded_ ABSL_GUARDED_BY(mu_) = false;
+  int refreshes_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<GroupVersionResource, ResourceInfo> by_resource_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<GroupVersionKind, GroupVersionResource> by_kind_ ABSL_GUARDED_BY(mu_);
+};
+
+// Parses an APIGroupDiscoveryList (aggregated discovery) into resources. Exposed for tests.
+absl::StatusOr<std::vector<ResourceInfo>> ParseAggregatedDiscovery(absl::string_view json);
+// Parses an APIResourceList (legacy discovery of one group version). Exposed for tests.
+absl::StatusOr<std::vector<ResourceInfo>> ParseResourceList(absl::string_view json);
+
+}  // namespace informerd::client
+
+#endif  // INFORMERD_CLIENT_DISCOVERY_H_

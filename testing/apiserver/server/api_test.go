@@ -468,3 +468,33 @@ func TestDeleteCollectionHonoursSelectors(t *testing.T) {
 		t.Fatalf("%s", l.body)
 	}
 }
+
+func TestManagedFieldsRecordTheWriters(t *testing.T) {
+	srv := testServer(t, Options{})
+	c := newClient(t, srv)
+	p := nsPath("default", "configmaps")
+	c.ua = "tester/1.0 (linux)"
+	a := c.createCM("default", "a", map[string]string{"l": "1"}, map[string]string{"k": "v"})
+	mf := a.obj["metadata"].(map[string]any)["managedFields"].([]any)
+	e := mf[0].(map[string]any)
+	fv := e["fieldsV1"].(map[string]any)
+	if len(mf) != 1 || e["manager"] != "tester" || e["operation"] != "Update" || e["apiVersion"] != "v1" || e["fieldsType"] != "FieldsV1" ||
+		fv["f:data"].(map[string]any)["f:k"] == nil || fv["f:metadata"].(map[string]any)["f:labels"].(map[string]any)["f:l"] == nil {
+		t.Fatalf("managedFields %v", mf)
+	}
+	// A no-op update (managedFields omitted) writes nothing.
+	body := cm("a", map[string]string{"l": "1"}, map[string]string{"k": "v"})
+	if r := c.mustCode(c.do("PUT", p+"/a", "", body), 200); r.str("metadata", "resourceVersion") != a.str("metadata", "resourceVersion") {
+		t.Fatalf("no-op update wrote: %s", r.body)
+	}
+	r := c.mustCode(c.do("PATCH", p+"/a?fieldManager=patcher", "application/merge-patch+json", `{"data":{"x":"y"}}`), 200)
+	mf = r.obj["metadata"].(map[string]any)["managedFields"].([]any)
+	if len(mf) != 2 || mf[1].(map[string]any)["manager"] != "patcher" {
+		t.Fatalf("managedFields after patch %v", mf)
+	}
+	off := testServer(t, Options{DisableManagedFields: true})
+	oc := newClient(t, off)
+	if b := oc.createCM("default", "a", nil, nil); strings.Contains(string(b.body), "managedFields") {
+		t.Fatalf("%s", b.body)
+	}
+}

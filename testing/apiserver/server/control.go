@@ -343,6 +343,33 @@ func seedObject(r *resourceStore, name string, lbl map[string]any, payload strin
 	return obj
 }
 
+// payloadSized returns a payload that makes a seeded object of r about
+// bytes long: it measures the rest of a sample object with a dry-run create.
+func (s *Server) payloadSized(r *resourceStore, ns, prefix string, bytes int) string {
+	probe := payloadFor(seedOverhead + 64)
+	wo := s.loadWriteOpts()
+	wo.dryRun = true
+	lbl := map[string]any{"fake.informerd.io/seed": "true", "fake.informerd.io/bucket": "0"}
+	o, aerr := s.store.Create(r, ns, seedObject(r, "size-probe-"+randomSuffix(8), lbl, probe), wo)
+	if aerr != nil {
+		return payloadFor(bytes)
+	}
+	encoded := len(probe)
+	if r.def.Group == "" && r.def.Resource == "secrets" {
+		encoded = len(probe) / 4 * 4 // base64 of 3/4 of it
+	}
+	overhead := len(o.full) - encoded + len(strconv.FormatUint(s.store.CurrentRV(), 10)) + 1
+	return payloadFor(bytes - overhead + seedOverhead)
+}
+
+// loadWriteOpts are the write options of the load helpers.
+func (s *Server) loadWriteOpts() writeOpts {
+	if s.opts.DisableManagedFields {
+		return writeOpts{}
+	}
+	return writeOpts{manager: "fake-apiserver-load"}
+}
+
 // Seed creates Count synthetic objects quickly.
 func (s *Server) Seed(spec SeedSpec) (SeedResult, error) {
 	start := time.Now()
@@ -371,7 +398,7 @@ func (s *Server) Seed(spec SeedSpec) (SeedResult, error) {
 	if spec.Bytes == 0 {
 		spec.Bytes = 1024
 	}
-	base := payloadFor(spec.Bytes)
+	base := s.payloadSized(r, ns, prefix, spec.Bytes)
 	res := SeedResult{}
 	for i := 0; i < spec.Count; i++ {
 		lbl := map[string]any{"fake.informerd.io/seed": "true", "fake.informerd.io/bucket": strconv.Itoa(i % 10)}
@@ -380,7 +407,7 @@ func (s *Server) Seed(spec SeedSpec) (SeedResult, error) {
 		}
 		name := fmt.Sprintf("%s%07d", prefix, i)
 		payload := fmt.Sprintf("%08d", i) + base[8:]
-		if _, aerr := s.store.Create(r, ns, seedObject(r, name, lbl, payload), writeOpts{}); aerr != nil {
+		if _, aerr := s.store.Create(r, ns, seedObject(r, name, lbl, payload), s.loadWriteOpts()); aerr != nil {
 			if aerr.Reason == "AlreadyExists" {
 				continue
 			}
@@ -574,7 +601,7 @@ func (s *Server) runChurn(r *resourceStore, c *churn) {
 				payload := fmt.Sprintf("%08d", seq) + base[8:]
 				obj := seedObject(r, name, map[string]any{"fake.informerd.io/churn": strconv.Itoa(c.id)}, payload)
 				st.mu.Unlock()
-				_, aerr := st.Create(r, spec.Namespace, obj, writeOpts{})
+				_, aerr := st.Create(r, spec.Namespace, obj, s.loadWriteOpts())
 				st.mu.Lock()
 				if aerr == nil {
 					creates++

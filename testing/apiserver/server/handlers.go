@@ -412,8 +412,12 @@ func decodeBody(req *http.Request) (map[string]any, *apiError) {
 	return m, nil
 }
 
-func writeOptsOf(req *http.Request, rq *request) writeOpts {
-	return writeOpts{subresource: rq.subresource, dryRun: req.URL.Query().Get("dryRun") == "All"}
+func (srv *Server) writeOptsOf(req *http.Request, rq *request) writeOpts {
+	o := writeOpts{subresource: rq.subresource, dryRun: req.URL.Query().Get("dryRun") == "All"}
+	if !srv.opts.DisableManagedFields {
+		o.manager = managerOf(req.UserAgent(), req.URL.Query().Get("fieldManager"))
+	}
+	return o
 }
 
 func (srv *Server) serveCreate(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
@@ -422,7 +426,7 @@ func (srv *Server) serveCreate(w http.ResponseWriter, req *http.Request, rq *req
 		writeError(w, aerr)
 		return
 	}
-	o, aerr := srv.store.Create(rq.res, rq.namespace, data, writeOptsOf(req, rq))
+	o, aerr := srv.store.Create(rq.res, rq.namespace, data, srv.writeOptsOf(req, rq))
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -436,7 +440,7 @@ func (srv *Server) serveUpdate(w http.ResponseWriter, req *http.Request, rq *req
 		writeError(w, aerr)
 		return
 	}
-	o, aerr := srv.store.Update(rq.res, rq.namespace, rq.name, data, writeOptsOf(req, rq))
+	o, aerr := srv.store.Update(rq.res, rq.namespace, rq.name, data, srv.writeOptsOf(req, rq))
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -513,7 +517,7 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 			return nil, errBadRequest(fmt.Sprintf("metadata.name: Invalid value: %q: field is immutable", n))
 		}
 		return m, nil
-	}, writeOptsOf(req, rq))
+	}, srv.writeOptsOf(req, rq))
 	st.mu.Unlock()
 	if aerr != nil {
 		writeError(w, aerr)
@@ -575,7 +579,7 @@ func (srv *Server) serveDelete(w http.ResponseWriter, req *http.Request, rq *req
 	if opts.Preconditions != nil {
 		pre = *opts.Preconditions
 	}
-	wo := writeOptsOf(req, rq)
+	wo := srv.writeOptsOf(req, rq)
 	if len(opts.DryRun) > 0 && opts.DryRun[0] == "All" {
 		wo.dryRun = true
 	}

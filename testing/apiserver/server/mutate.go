@@ -17,6 +17,8 @@ import (
 type writeOpts struct {
 	subresource string // "" or "status"
 	dryRun      bool
+	// manager, when set, records a metadata.managedFields entry for the write.
+	manager string
 }
 
 func (s *Store) nsStoreLocked() *resourceStore { return s.byGVR[gvrKey("", "v1", "namespaces")] }
@@ -99,6 +101,9 @@ func (s *Store) Create(r *resourceStore, ns string, data map[string]any, o write
 		meta["generation"] = json.Number("1")
 	}
 	prepareCreateDefaults(d, data, meta, name)
+	if o.manager != "" {
+		recordManager(meta, nil, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), data)
+	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -222,6 +227,11 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 				delete(nm, k)
 			}
 		}
+		if _, sent := nm["managedFields"]; !sent { // unset in the request: keep
+			if v, ok := cm["managedFields"]; ok {
+				nm["managedFields"] = v
+			}
+		}
 		// A deletion in progress cannot be undone and finalizers cannot be
 		// added to it — the real server rejects that; keep it simple: keep
 		// the old deletionTimestamp (done above).
@@ -244,6 +254,10 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 	}
 	if jsonEqual(next, cur.dataMap()) {
 		return cur, nil // no-op update: nothing is written, no event
+	}
+	if o.manager != "" {
+		prev, _ := nm["managedFields"].([]any)
+		recordManager(nm, prev, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), next)
 	}
 	if o.dryRun {
 		obj, err := r.finish(next, "")

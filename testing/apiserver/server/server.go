@@ -45,6 +45,10 @@ type Options struct {
 	// TooLargeRVWait is how long a request for a future resourceVersion waits
 	// before "Too large resource version" (the real server: 3s).
 	TooLargeRVWait time.Duration
+	// DisableManagedFields stops recording metadata.managedFields on writes
+	// (by default they are recorded, as the real server does; simplified, see
+	// managedfields.go).
+	DisableManagedFields bool
 	// Resources are registered besides the built-in ones.
 	Resources []ResourceDef
 	// Logf, when set, receives one line per notable server event.

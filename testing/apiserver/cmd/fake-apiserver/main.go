@@ -43,6 +43,7 @@ func main() {
 		history    = flag.Int("history", 100000, "watch events kept per resource; older resourceVersions get 410 Gone")
 		bookmark   = flag.Duration("bookmark-interval", time.Minute, "interval of BOOKMARK events for watches that allow them (negative: never)")
 		tooLarge   = flag.Duration("too-large-rv-wait", 3*time.Second, "how long a request for a future resourceVersion waits before 'Too large resource version'")
+		managed    = flag.Bool("managed-fields", true, "record metadata.managedFields on writes (simplified: one Update entry per manager)")
 		verbose    = flag.Bool("v", false, "log faults and listener changes to stderr")
 		resources  resourceFlags
 	)
@@ -54,7 +55,7 @@ func main() {
 	flag.Parse()
 
 	opts := server.Options{Addr: *addr, TLS: *useTLS, Token: *token, H2C: *h2c, HistorySize: *history,
-		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources}
+		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources, DisableManagedFields: !*managed}
 	if *verbose {
 		logger := log.New(os.Stderr, "fake-apiserver: ", log.LstdFlags|log.Lmicroseconds)
 		opts.Logf = logger.Printf

@@ -487,7 +487,7 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 	case "application/strategic-merge-patch+json":
 		schema := strategicSchema(d)
 		if schema == nil || d.CustomResource {
-			writeError(w, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml")})
+			writeError(w, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"})
 			return
 		}
 		apply = func(orig, patch []byte) ([]byte, error) {

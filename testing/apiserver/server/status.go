@@ -191,12 +191,12 @@ func errUnauthorized() *apiError {
 	return &apiError{Code: 401, Reason: "Unauthorized", Message: "Unauthorized"}
 }
 
-func errMethodNotAllowed(method string) *apiError {
-	return &apiError{Code: 405, Reason: "MethodNotAllowed", Message: fmt.Sprintf("the server does not allow this method on the requested resource"), Details: &statusDetails{}}
+func errMethodNotAllowed(string) *apiError {
+	return &apiError{Code: 405, Reason: "MethodNotAllowed", Message: "the server does not allow this method on the requested resource", Details: &statusDetails{}}
 }
 
-func errUnsupportedMediaType(ct string) *apiError {
-	return &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: fmt.Sprintf("the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json")}
+func errUnsupportedMediaType(string) *apiError {
+	return &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json"}
 }
 
 func errForbiddenTerminating(r *ResourceDef, name, ns string) *apiError {

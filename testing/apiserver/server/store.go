@@ -430,7 +430,6 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 	scope := scopeOf(q.namespace)
 	limit := q.limit
 	var at uint64
-	exact := false
 	startKey := scope
 
 	switch {
@@ -454,7 +453,7 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 			e.Continue = encodeContinue(rel, -1)
 			return nil, e
 		default:
-			at, exact = uint64(tokRV), true
+			at = uint64(tokRV)
 		}
 	case q.rvMatch == "Exact" || (q.rvMatch == "" && limit > 0 && q.rv != "" && q.rv != "0"):
 		n, aerr := parseRV(q.rv)
@@ -470,7 +469,7 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 		if n < floor {
 			return nil, errExpired(msgListTooOld)
 		}
-		at, exact = n, true
+		at = n
 	default:
 		if q.rv == "0" {
 			limit = 0 // served from the watch cache, which ignores limit for RV=0
@@ -486,7 +485,6 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 		}
 		at = s.CurrentRV()
 	}
-	_ = exact
 
 	all := s.snapshot(r, at, scope)
 	from := sort.Search(len(all), func(i int) bool { return all[i].key >= startKey })

@@ -1,0 +1,283 @@
+#include "server/informer/delta_fifo.h"
+
+#include <optional>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+
+namespace informerd::informer {
+
+absl::string_view DeltaTypeName(DeltaType type) {
+  switch (type) {
+    case DeltaType::kAdded:
+      return "Added";
+    case DeltaType::kUpdated:
+      return "Updated";
+    case DeltaType::kDeleted:
+      return "Deleted";
+    case DeltaType::kReplaced:
+      return "Replaced";
+    case DeltaType::kSync:
+      return "Sync";
+  }
+  return "Unknown";
+}
+
+absl::StatusOr<std::unique_ptr<DeltaFIFO>> DeltaFIFO::Create(Options options) {
+  return std::unique_ptr<DeltaFIFO>(new DeltaFIFO(std::move(options)));
+}
+
+DeltaFIFO::DeltaFIFO(Options options)
+    : known_objects_(options.known_objects),
+      emit_delta_type_replaced_(options.emit_delta_type_replaced),
+      on_idle_resource_version_(std::move(options.on_idle_resource_version)) {}
+
+DeltaFIFO::~DeltaFIFO() = default;
+
+// ---- producer side ----
+
+void DeltaFIFO::RecordResourceVersionLocked(absl::string_view rv) {
+  if (!rv.empty()) latest_rv_.assign(rv.data(), rv.size());
+}
+
+void DeltaFIFO::QueueActionLocked(DeltaType type, ObjectPtr object, bool final_state_unknown) {
+  const absl::string_view key = object->key();
+  auto it = items_.find(key);
+  if (it == items_.end()) {
+    Item item;
+    item.key_owner = object;
+    const absl::string_view owned_key = item.key_owner->key();
+    item.deltas.push_back(Delta{type, std::move(object), final_state_unknown});
+    items_.emplace(owned_key, std::move(item));
+    queue_.push_back(owned_key);
+    if (queue_.size() == 1) not_empty_.Signal();
+    return;
+  }
+  Deltas& deltas = it->second.deltas;
+  deltas.push_back(Delta{type, std::move(object), final_state_unknown});
+  // client-go's dedupDeltas: only two consecutive deletions are merged, keeping the one that is
+  // not a tombstone (the later one when neither is).
+  const size_t n = deltas.size();
+  if (n >= 2 && deltas[n - 1].type == DeltaType::kDeleted &&
+      deltas[n - 2].type == DeltaType::kDeleted) {
+    if (!deltas[n - 1].final_state_unknown) deltas[n - 2] = std::move(deltas[n - 1]);
+    deltas.pop_back();
+  }
+}
+
+void DeltaFIFO::Add(ObjectPtr object) {
+  MutexLock lock(&mu_);
+  populated_ = true;
+  RecordResourceVersionLocked(object->resource_version());
+  QueueActionLocked(DeltaType::kAdded, std::move(object), false);
+}
+
+void DeltaFIFO::Update(ObjectPtr object) {
+  MutexLock lock(&mu_);
+  populated_ = true;
+  RecordResourceVersionLocked(object->resource_version());
+  QueueActionLocked(DeltaType::kUpdated, std::move(object), false);
+}
+
+void DeltaFIFO::Delete(ObjectPtr object) {
+  MutexLock process_lock(&process_mu_);
+  {
+    MutexLock lock(&mu_);
+    populated_ = true;
+    RecordResourceVersionLocked(object->resource_version());
+    const absl::string_view key = object->key();
+    // Skip the deletion only when the key is neither queued nor known: it was presumably deleted
+    // by a relist already. (A queued Deleted is deduplicated by QueueActionLocked.)
+    const bool ignore = !items_.contains(key) &&
+                        (known_objects_ == nullptr || known_objects_->GetByKey(key) == nullptr);
+    if (!ignore) QueueActionLocked(DeltaType::kDeleted, std::move(object), false);
+  }
+  ReportIdleResourceVersion();
+}
+
+void DeltaFIFO::Replace(std::vector<ObjectPtr> list, std::string resource_version) {
+  MutexLock process_lock(&process_mu_);
+  {
+    MutexLock lock(&mu_);
+    const DeltaType action = emit_delta_type_replaced_ ? DeltaType::kReplaced : DeltaType::kSync;
+    // Views into the listed objects, which stay alive in the queued deltas.
+    absl::flat_hash_set<absl::string_view, StringHash, StringEq> keys;
+    keys.reserve(list.size());
+    for (const ObjectPtr& object : list) keys.insert(object->key());
+    for (ObjectPtr& object : list) QueueActionLocked(action, std::move(object), false);
+    list.clear();
+
+    // Deletions among queued keys (e.g. an Added whose object is gone by now).
+    size_t queued_deletions = 0;
+    for (auto& [key, item] : items_) {
+      if (keys.contains(key)) continue;
+      // A tombstone's object is already the inner object.
+      ObjectPtr last = item.deltas.back().object;
+      ++queued_deletions;
+      Deltas& deltas = item.deltas;
+      if (deltas.back().type != DeltaType::kDeleted) {
+        deltas.push_back(Delta{DeltaType::kDeleted, std::move(last), true});
+      }
+      // else: Deleted followed by a tombstone dedups to the Deleted already there.
+    }
+    // Deletions among known objects with nothing queued.
+    if (known_objects_ != nullptr) {
+      known_objects_->ForEach([&](const ObjectPtr& object) {
+        const absl::string_view key = object->key();
+        if (keys.contains(key) || items_.contains(key)) return;
+        ++queued_deletions;
+        QueueActionLocked(DeltaType::kDeleted, object, true);
+      });
+    }
+    if (!populated_) {
+      populated_ = true;
+      initial_population_count_ = keys.size() + queued_deletions;
+    }
+    RecordResourceVersionLocked(resource_version);
+  }
+  ReportIdleResourceVersion();
+}
+
+void DeltaFIFO::Resync() {
+  MutexLock process_lock(&process_mu_);
+  MutexLock lock(&mu_);
+  if (known_objects_ == nullptr) return;
+  known_objects_->ForEach([&](const ObjectPtr& object) {
+    // A key with anything queued is skipped: its queued change is newer than the cache, and a
+    // Sync after a queued Deleted would recreate the object.
+    if (items_.contains(object->key())) return;
+    QueueActionLocked(DeltaType::kSync, object, false);
+  });
+}
+
+void DeltaFIFO::UpdateResourceVersion(std::string resource_version) {
+  MutexLock process_lock(&process_mu_);
+  {
+    MutexLock lock(&mu_);
+    RecordResourceVersionLocked(resource_version);
+  }
+  ReportIdleResourceVersion();
+}
+
+void DeltaFIFO::ReportIdleResourceVersion() {
+  if (!on_idle_resource_version_) return;
+  std::string rv;
+  {
+    MutexLock lock(&mu_);
+    if (!queue_.empty() || latest_rv_.empty()) return;
+    rv = latest_rv_;
+  }
+  // process_mu_ is held: no item is being processed, and none can start before this returns.
+  on_idle_resource_version_(rv);
+}
+
+absl::Status DeltaFIFO::AddIfNotPresent(Deltas deltas) {
+  if (deltas.empty()) return absl::InvalidArgumentError("AddIfNotPresent of empty deltas");
+  MutexLock lock(&mu_);
+  populated_ = true;
+  const ObjectPtr& newest = deltas.back().object;
+  if (items_.contains(newest->key())) return absl::OkStatus();
+  Item item;
+  item.key_owner = newest;
+  const absl::string_view key = item.key_owner->key();
+  item.deltas = std::move(deltas);
+  items_.emplace(key, std::move(item));
+  queue_.push_back(key);
+  if (queue_.size() == 1) not_empty_.Signal();
+  return absl::OkStatus();
+}
+
+// ---- consumer side ----
+
+absl::Status DeltaFIFO::Pop(ProcessFunc process) {
+  for (;;) {
+    {
+      MutexLock lock(&mu_);
+      while (queue_.empty()) {
+        if (closed_) return absl::CancelledError("DeltaFIFO: closed");
+        not_empty_.Wait(&mu_);
+      }
+    }
+    MutexLock process_lock(&process_mu_);
+    // Empty again only if another consumer took the item first: wait again.
+    if (std::optional<absl::Status> status = PopFront(process)) return *std::move(status);
+  }
+}
+
+absl::Status DeltaFIFO::TryPop(ProcessFunc process) {
+  MutexLock process_lock(&process_mu_);
+  std::optional<absl::Status> status = PopFront(process);
+  if (!status.has_value()) return absl::UnavailableError("DeltaFIFO: nothing queued");
+  return *std::move(status);
+}
+
+std::optional<absl::Status> DeltaFIFO::PopFront(ProcessFunc process) {
+  Item item;
+  PopContext context;
+  bool counted = false;
+  {
+    MutexLock lock(&mu_);
+    if (queue_.empty()) return std::nullopt;
+    context.is_in_initial_list = !HasSyncedLocked();
+    const absl::string_view key = queue_.front();
+    queue_.pop_front();
+    auto it = items_.find(key);
+    item = std::move(it->second);
+    items_.erase(it);
+    counted = initial_population_count_ > 0;
+    if (queue_.empty()) context.drained_resource_version = latest_rv_;
+  }
+  absl::Status status = process(item.deltas, context);
+  if (counted) {
+    MutexLock lock(&mu_);
+    --initial_population_count_;
+  }
+  return status;
+}
+
+void DeltaFIFO::Close() {
+  MutexLock lock(&mu_);
+  closed_ = true;
+  not_empty_.SignalAll();
+}
+
+bool DeltaFIFO::IsClosed() const {
+  MutexLock lock(&mu_);
+  return closed_;
+}
+
+// ---- inspection ----
+
+bool DeltaFIFO::HasSynced() const {
+  MutexLock lock(&mu_);
+  return HasSyncedLocked();
+}
+
+size_t DeltaFIFO::Len() const {
+  MutexLock lock(&mu_);
+  return queue_.size();
+}
+
+std::vector<std::string> DeltaFIFO::ListKeys() const {
+  MutexLock lock(&mu_);
+  std::vector<std::string> keys;
+  keys.reserve(queue_.size());
+  for (absl::string_view key : queue_) keys.emplace_back(key);
+  return keys;
+}
+
+std::vector<ObjectPtr> DeltaFIFO::List() const {
+  MutexLock lock(&mu_);
+  std::vector<ObjectPtr> objects;
+  objects.reserve(queue_.size());
+  for (absl::string_view key : queue_) objects.push_back(items_.at(key).deltas.back().object);
+  return objects;
+}
+
+Deltas DeltaFIFO::GetByKey(absl::string_view key) const {
+  MutexLock lock(&mu_);
+  auto it = items_.find(key);
+  return it == items_.end() ? Deltas() : it->second.deltas;
+}
+
+}  // namespace informerd::informer

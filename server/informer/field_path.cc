@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "simdjson.h"
 
 namespace informerd::informer {
@@ -55,13 +54,49 @@ absl::StatusOr<FieldPath> FieldPath::Parse(absl::string_view path) {
   if (path.empty()) return absl::InvalidArgumentError("field path is empty");
   FieldPath result;
   result.text_ = std::string(path);
-  for (absl::string_view segment : absl::StrSplit(path, '.')) {
-    if (segment.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field path \"", path, "\": empty segment"));
+  auto error = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("field path \"", path, "\": ", what));
+  };
+  size_t i = 0;
+  bool expect_segment = true;  // at the start or after a dot
+  while (i < path.size()) {
+    if (path[i] == '[') {
+      // ['key'] or ["key"]: a key that may contain dots.
+      if (i + 1 >= path.size() || (path[i + 1] != '\'' && path[i + 1] != '"')) {
+        return error("'[' must be followed by a quote");
+      }
+      const char quote = path[i + 1];
+      const size_t close = path.find(quote, i + 2);
+      if (close == absl::string_view::npos || close + 1 >= path.size() || path[close + 1] != ']') {
+        return error("unterminated [\"...\"] segment");
+      }
+      if (close == i + 2) return error("empty segment");
+      result.segments_.emplace_back(path.substr(i + 2, close - i - 2));
+      i = close + 2;
+      expect_segment = false;
+      if (i < path.size() && path[i] != '.' && path[i] != '[') {
+        return error("expected '.' or '[' after ']'");
+      }
+      if (i < path.size() && path[i] == '.') {
+        ++i;
+        expect_segment = true;
+        if (i == path.size()) return error("empty segment");
+      }
+      continue;
     }
-    result.segments_.emplace_back(segment);
+    size_t end = i;
+    while (end < path.size() && path[end] != '.' && path[end] != '[') ++end;
+    if (end == i) return error("empty segment");
+    result.segments_.emplace_back(path.substr(i, end - i));
+    i = end;
+    expect_segment = false;
+    if (i < path.size() && path[i] == '.') {
+      ++i;
+      expect_segment = true;
+      if (i == path.size()) return error("empty segment");
+    }
   }
+  if (expect_segment) return error("empty segment");
   const auto& s = result.segments_;
   if (s.size() == 1 && s[0] == "kind") {
     result.known_ = Known::kKind;

@@ -12,8 +12,8 @@
 // metadata.generation, metadata.deletionTimestamp, kind, apiVersion) and `metadata.labels.KEY`
 // are answered without reading the JSON.
 //
-// Segments are separated by dots and may not be empty; a segment cannot itself contain a dot
-// (label keys with dots are reached through label indexes and label selectors instead).
+// Segments are separated by dots and may not be empty. A key containing dots is written in
+// brackets and quotes: `metadata.annotations['kubectl.kubernetes.io/last-applied-configuration']`.
 //
 // Thread safety: a FieldPath is immutable; Values may be called from any number of threads. Each
 // thread parses with its own simdjson parser; the views passed to `emit` are valid only during

@@ -63,10 +63,23 @@ TEST(FieldPathTest, MetadataGenerationIsReadFromTheJson) {
   EXPECT_THAT(ValuesOf("metadata.generation", *MakeObject({})), IsEmpty());
 }
 
+TEST(FieldPathTest, BracketedSegmentsMayContainDots) {
+  ObjectPtr o = MakeObject({.extra_metadata = R"("annotations":{"example.com/a.b":"x"})"});
+  FieldPath path = FieldPath::Parse("metadata.annotations['example.com/a.b']").value();
+  EXPECT_THAT(path.segments(), ElementsAre("metadata", "annotations", "example.com/a.b"));
+  EXPECT_THAT(ValuesOf(R"(metadata.annotations["example.com/a.b"])", *o), ElementsAre("x"));
+  EXPECT_THAT(FieldPath::Parse("['a.b'].c['d']").value().segments(), ElementsAre("a.b", "c", "d"));
+  EXPECT_FALSE(FieldPath::Parse("a['b").ok());
+  EXPECT_FALSE(FieldPath::Parse("a[b]").ok());
+  EXPECT_FALSE(FieldPath::Parse("a['']").ok());
+  EXPECT_FALSE(FieldPath::Parse("a['b']c").ok());
+}
+
 TEST(FieldPathTest, EmptyPathsAndSegmentsAreRejected) {
   EXPECT_EQ(FieldPath::Parse("").status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(FieldPath::Parse("spec..x").status().message(), HasSubstr("empty segment"));
   EXPECT_THAT(FieldPath::Parse(".spec").status().message(), HasSubstr("spec"));
+  EXPECT_FALSE(FieldPath::Parse("spec.").ok());
 }
 
 }  // namespace

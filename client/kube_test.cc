@@ -1,0 +1,212 @@
+// The client against a real kube-apiserver (testing/kube: kube-apiserver + embedded etcd on
+// loopback), started for this test and stopped at its end.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <poll.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "base/mutex.h"
+#include "client/api_error.h"
+#include "client/client.h"
+#include "client/fake_apiserver.h"
+#include "client/kubeconfig.h"
+#include "client/test_files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace informerd::client {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
+const GroupVersionResource kNamespaces{"", "v1", "namespaces"};
+
+// testing/kube/start in the background; Stop() sends SIGTERM and waits for the exit.
+class KubeApiServer {
+ public:
+  static std::unique_ptr<KubeApiServer> Start() {
+    const std::string root = testing::WorkspaceRoot();
+    if (root.empty()) return nullptr;
+    auto server = std::make_unique<KubeApiServer>();
+    server->kubeconfig_ = testing::MakeTempDir() + "/kubeconfig";
+    // Bazel runs tests without HOME; Go's caches (for a rebuild) live under the real one.
+    const passwd* pw = getpwuid(getuid());
+    const std::string command =
+        absl::StrCat("HOME=", pw != nullptr ? pw->pw_dir : "/root", " ", root,
+                     "/testing/kube/start --kubeconfig-out ", server->kubeconfig_,
+                     " --timeout 240");
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) return nullptr;
+    char line[4096];
+    while (fgets(line, sizeof(line), out) != nullptr) {
+      absl::string_view l = absl::StripTrailingAsciiWhitespace(line);
+      if (absl::ConsumePrefix(&l, "pid: ")) (void)absl::SimpleAtoi(l, &server->pid_);
+    }
+    if (pclose(out) != 0 || server->pid_ <= 0) return nullptr;
+    return server;
+  }
+  ~KubeApiServer() {
+    if (pid_ <= 0) return;
+    // Not our child (the start script detaches it): wait for its exit through a pidfd.
+    int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+    kill(pid_, SIGTERM);
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 60000);
+      close(fd);
+    }
+  }
+  const std::string& kubeconfig() const { return kubeconfig_; }
+
+ private:
+  std::string kubeconfig_;
+  int pid_ = 0;
+};
+
+class Recorder {
+ public:
+  WatchHandler Handler() {
+    return {.on_events =
+                [this](std::vector<WatchEvent>& events) {
+                  MutexLock l(&mu_);
+                  for (const WatchEvent& e : events) {
+                    if (e.type == WatchEventType::kBookmark && !e.initial_events_end) continue;
+                    entries_.push_back(absl::StrCat(WatchEventTypeName(e.type), " ",
+                                                    e.object->name(),
+                                                    e.initial_events_end ? "end" : ""));
+                  }
+                },
+            .on_close =
+                [this](absl::Status s) {
+                  MutexLock l(&mu_);
+                  closed_ = true;
+                  status_ = std::move(s);
+                }};
+  }
+  std::vector<std::string> WaitFor(size_t n) {
+    MutexLock l(&mu_);
+    mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return entries_.size() >= n || closed_; });
+    return entries_;
+  }
+  absl::Status WaitClosed() {
+    MutexLock l(&mu_);
+    mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return closed_; });
+    return status_;
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::string> entries_ ABSL_GUARDED_BY(mu_);
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string ConfigMap(absl::string_view name) {
+  return absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name,
+                      R"("},"data":{"k":"v"}})");
+}
+
+class KubeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = KubeApiServer::Start().release(); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr) << "testing/kube/start failed (see the log)";
+    absl::StatusOr<RestConfig> config = LoadKubeconfig({.paths = {server_->kubeconfig()}});
+    ASSERT_TRUE(config.ok()) << config.status();
+    client_ = Client::Create({.config = *config}).value();
+  }
+  static KubeApiServer* server_;
+  std::unique_ptr<Client> client_;
+};
+KubeApiServer* KubeTest::server_ = nullptr;
+
+TEST_F(KubeTest, ListsAndWatchesConfigMaps) {
+  const std::string ns = "informerd-list-watch";
+  ASSERT_TRUE(client_->Create(kNamespaces, "",
+                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                                           ns, "\"}}"))
+                  .ok());
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap(absl::StrCat("cm-", i))).ok());
+  }
+  // Paginated list, all pages from one snapshot.
+  std::vector<std::string> names;
+  ListOptions options{.namespace_name = ns, .limit = 2};
+  std::string rv;
+  for (;;) {
+    auto page = client_->List(kConfigMaps, options);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const auto& item : page->items) {
+      if (item->name() != "kube-root-ca.crt") names.emplace_back(item->name());
+      EXPECT_EQ(item->kind(), "ConfigMap");
+      EXPECT_EQ(item->namespace_name(), ns);
+    }
+    rv = page->resource_version;
+    if (page->continue_token.empty()) break;
+    options.continue_token = page->continue_token;
+  }
+  EXPECT_THAT(names, ElementsAre("cm-0", "cm-1", "cm-2", "cm-3", "cm-4"));
+
+  // Watch from the list's resourceVersion.
+  Recorder rec;
+  auto watch = client_->Watch(kConfigMaps, {.namespace_name = ns, .resource_version = rv},
+                              rec.Handler());
+  ASSERT_TRUE(watch.ok()) << watch.status();
+  ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap("new")).ok());
+  ASSERT_TRUE(client_->Patch(kConfigMaps, ns, "new", PatchType::kStrategicMerge,
+                             R"({"data":{"k":"v2"}})")
+                  .ok());
+  ASSERT_TRUE(client_->Delete(kConfigMaps, ns, "new").ok());
+  EXPECT_THAT(rec.WaitFor(3), ElementsAre("ADDED new", "MODIFIED new", "DELETED new"));
+}
+
+TEST_F(KubeTest, StreamingListSendsInitialEventsThenTheEndBookmark) {
+  const std::string ns = "informerd-streaming";
+  ASSERT_TRUE(client_->Create(kNamespaces, "",
+                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                                           ns, "\"}}"))
+                  .ok());
+  ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap("only")).ok());
+  Recorder rec;
+  auto watch = client_->Watch(kConfigMaps,
+                              {.namespace_name = ns, .field_selector = "metadata.name=only",
+                               .send_initial_events = true},
+                              rec.Handler());
+  ASSERT_TRUE(watch.ok());
+  EXPECT_THAT(rec.WaitFor(2), ElementsAre("ADDED only", "BOOKMARK end"));
+}
+
+TEST_F(KubeTest, WatchEndsCleanlyAtTimeoutSeconds) {
+  Recorder rec;
+  auto watch = client_->Watch(kConfigMaps,
+                              {.namespace_name = "kube-system", .timeout_seconds = 1},
+                              rec.Handler());
+  ASSERT_TRUE(watch.ok());
+  EXPECT_TRUE(rec.WaitClosed().ok());
+}
+
+TEST_F(KubeTest, ErrorsKeepTheirKubernetesReason) {
+  EXPECT_TRUE(client::IsNotFound(client_->Get(kConfigMaps, "default", "does-not-exist").status()));
+  auto discovery = client_->discovery().ResourceForKind({"apps", "v1", "Deployment"});
+  ASSERT_TRUE(discovery.ok()) << discovery.status();
+  EXPECT_EQ(discovery->gvr.resource, "deployments");
+}
+
+}  // namespace
+}  // namespace informerd::client

@@ -60,6 +60,9 @@ class ABSL_LOCKABLE Mutex {
   template <typename Pred>
   void Await(const Pred& pred) {
     if (pred()) return;
+    // Our caller may have changed guarded state: like any unlock, this release lets the other
+    // waiters re-check.
+    if (waiters_ > 0) cv_.notify_all();
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     ++waiters_;
     do {
@@ -74,6 +77,7 @@ class ABSL_LOCKABLE Mutex {
   template <typename Pred>
   bool AwaitWithDeadline(const Pred& pred, absl::Time deadline) {
     if (pred()) return true;
+    if (waiters_ > 0) cv_.notify_all();
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
     ++waiters_;
     bool ok = false;

@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run test test-cc test-sanitizers test-go bench-workqueue fake-apiserver clean
+.PHONY: bootstrap run test test-cc test-sanitizers test-go bench-workqueue bench-watch fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -35,6 +35,10 @@ test-go:
 
 bench-workqueue: bootstrap
 	tools/bench_workqueue
+
+# Watch decoding: informerd vs client-go's watch decoder vs a bare simdjson parse (client/).
+bench-watch: bootstrap
+	tools/bench_watch
 
 # The fake Kubernetes API server used by tests and benchmarks (testing/apiserver).
 fake-apiserver:

@@ -60,6 +60,31 @@ absl::string_view Place(char** cursor, std::string_view s) {
   return placed;
 }
 
+// Allocates the shared_ptr block of an Object with `extra` more bytes after it, and reports
+// where those start: one allocation per Object instead of two.
+template <typename T>
+struct TrailingBytesAllocator {
+  using value_type = T;
+  size_t extra;
+  char** trailing;
+  TrailingBytesAllocator(size_t e, char** t) : extra(e), trailing(t) {}
+  template <typename U>
+  TrailingBytesAllocator(const TrailingBytesAllocator<U>& o)  // NOLINT: rebinding
+      : extra(o.extra), trailing(o.trailing) {}
+  T* allocate(size_t n) {
+    constexpr size_t kAlign = alignof(std::max_align_t);
+    const size_t head = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+    char* p = static_cast<char*>(::operator new(head + extra));
+    if (trailing != nullptr) *trailing = p + head;
+    return reinterpret_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p); }
+  template <typename U>
+  bool operator==(const TrailingBytesAllocator<U>& o) const {
+    return extra == o.extra;
+  }
+};
+
 }  // namespace
 
 absl::Status ObjectParser::ReadOwner(od::value value, Owner* owner) {
@@ -249,10 +274,11 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
   const size_t labels_bytes = labels_.size() * sizeof(Object::Label);
   const size_t owners_bytes = owners_.size() * sizeof(OwnerReference);
   const size_t json_max = prefix.size() + raw.size();
-  auto object = std::make_shared<Object>(Object::ConstructionKey());
-  object->storage_.reset(
-      new char[labels_bytes + owners_bytes + json_max + Object::kPadding + strings]);
-  char* const base = object->storage_.get();
+  char* base = nullptr;
+  auto object = std::allocate_shared<Object>(
+      TrailingBytesAllocator<Object>(
+          labels_bytes + owners_bytes + json_max + Object::kPadding + strings, &base),
+      Object::ConstructionKey());
   char* const json = base + labels_bytes + owners_bytes;
   std::memcpy(json, prefix.data(), prefix.size());
   size_t json_len = prefix.size();

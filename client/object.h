@@ -95,10 +95,10 @@ class Object {
   explicit Object(ConstructionKey) {}
 
  private:
-  // One allocation owns every byte the views below point into, laid out as
+  // Every byte the views below point into lives right after this Object, in the allocation
+  // that holds it and its shared_ptr control block (ObjectParser allocates them together):
   //   [Label x labels][OwnerReference x owners][json][kPadding bytes][metadata strings and key]
   // Never modified after construction.
-  std::unique_ptr<char[]> storage_;
 
   absl::string_view json_;
   absl::string_view api_version_;

@@ -212,8 +212,23 @@ absl::Status WatchDecoder::DecodeLine(const char* line, size_t len, size_t capac
     if (auto err = field.key().get(key)) return broken(simdjson::error_message(err));
     if (auto err = field.value().get(v)) return broken(simdjson::error_message(err));
     if (key.unsafe_is_equal("type")) {
-      if (v.get_string().get(type)) return broken("\"type\" is not a string");
-      // `type` lives in the parser's string buffer, which later strings do not overwrite.
+      // The usual types compare raw; anything else (escapes) is unescaped.
+      od::raw_json_string raw;
+      if (v.get_raw_json_string().get(raw)) return broken("\"type\" is not a string");
+      if (raw.unsafe_is_equal("MODIFIED")) {
+        type = "MODIFIED";
+      } else if (raw.unsafe_is_equal("ADDED")) {
+        type = "ADDED";
+      } else if (raw.unsafe_is_equal("DELETED")) {
+        type = "DELETED";
+      } else if (raw.unsafe_is_equal("BOOKMARK")) {
+        type = "BOOKMARK";
+      } else if (raw.unsafe_is_equal("ERROR")) {
+        type = "ERROR";
+      } else if (v.get_string().get(type)) {
+        // `type` lives in the parser's string buffer, which later strings do not overwrite.
+        return broken("\"type\" is not a string");
+      }
       have_type = true;
     } else if (key.unsafe_is_equal("object")) {
       have_object = true;

@@ -5,11 +5,11 @@ SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
 BAZEL ?= bazel
 # C++ targets also run under these sanitizers in `make test` (kept off the benchmarks).
-SANITIZED_TARGETS ?= //base/... //server/...
+SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run test test-cc test-sanitizers test-go bench-workqueue bench-watch fake-apiserver clean
+.PHONY: bootstrap run test test-cc test-sanitizers test-go bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -17,7 +17,7 @@ bootstrap:
 run: bootstrap
 	@tools/run
 
-test: bootstrap test-cc test-sanitizers test-go
+test: bootstrap test-cc test-sanitizers test-go test-fuzz
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -32,6 +32,13 @@ test-go:
 	  echo "go vet + go test: $$m"; \
 	  (cd $$m && go vet ./... && go test -count=1 ./...); \
 	done
+
+# client/'s libFuzzer targets (clang): briefly in `make test`, longer in `make fuzz`.
+test-fuzz:
+	FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/fuzz
+
+fuzz: bootstrap
+	tools/fuzz $${FUZZ_SECONDS:-600}
 
 bench-workqueue: bootstrap
 	tools/bench_workqueue

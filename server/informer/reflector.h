@@ -1,0 +1,222 @@
+// Reflector: client-go's Reflector — keeps a DeltaFIFO in step with the API server for one
+// resource: list (paginated) then watch from the list's resourceVersion, and start over as the
+// server and the network require. It never gives up.
+//
+//   auto reflector = Reflector::Create({.name = "pods", .lister_watcher = lw, .store = fifo,
+//                                       .known_objects = &cache}).value();
+//   reflector->Start();
+//   ReflectorStatus s = reflector->status();  // state, last error, last synced RV, counters
+//
+// The cycle (shared SEMANTICS.md §2), on the reflector's own thread:
+//   1. Sync. With use_streaming_list, a watch with sendInitialEvents=true: its events fill a
+//      temporary set until the bookmark annotated k8s.io/initial-events-end, then Replace, and the
+//      same stream goes on as the watch. If that fails (e.g. a server without WatchList), a
+//      paginated list: pages of page_size with continue tokens, then Replace. An expired continue
+//      token lists everything again in one unpaged request.
+//      List resourceVersion (client-go's relistResourceVersion): "0" the first time (served by the
+//      watch cache), then the last synced RV; "" (a consistent read) when that RV was reported
+//      expired or too large — the list is retried at once with "". Lists at an RV other than
+//      "0" are unpaged unless the server paged the first list (so they come from the watch cache).
+//   2. Watch from the last synced RV with bookmarks and timeoutSeconds random in
+//      [min_watch_timeout, 2*min_watch_timeout). Events go to the FIFO (Added/Updated/Deleted);
+//      every event and bookmark advances the last synced RV. Events of another kind than
+//      expected_kind are dropped with a log line.
+//   3. When the watch ends:
+//        * closed by the server: watch again at once — unless it lasted under
+//          very_short_watch with no event, which is an error (relist after a backoff);
+//        * 410 Expired / Gone (at start or mid-stream): relist after a backoff, at the last synced
+//          RV (LIST with an RV means "not older than", so that usually succeeds);
+//        * 429, refused or dropped connections, 5xx, broken streams: back off, then watch again
+//          from the last synced RV without relisting (if that RV is gone meanwhile, the server
+//          says 410 and we relist);
+//        * no byte and no event for stall_timeout (informerd extension): torn down and resumed at
+//          once from the last synced RV;
+//        * any other error (401, 403, 404, ...): relist after a backoff.
+//   Backoffs (backoff.h): 800 ms doubling to 30 s with jitter, reset after 2 minutes of health;
+//   one backoff precedes every relist, as client-go's BackoffUntil does.
+//
+// Objects are transformed (Options::transform) before they reach the FIFO. During a relist an
+// object whose key, uid and resourceVersion match the cache's (Options::known_objects) is
+// replaced by the cached one before it is kept: a relist holds only what changed, never a
+// second copy of the cache.
+//
+// Thread safety: every public method may be called from any thread. List requests run on the
+// reflector's thread; watch callbacks run on the ListerWatcher's thread. Stop waits for a list
+// in progress to return.
+#ifndef INFORMERD_SERVER_INFORMER_REFLECTOR_H_
+#define INFORMERD_SERVER_INFORMER_REFLECTOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "base/hash.h"
+#include "base/mutex.h"
+#include "server/informer/backoff.h"
+#include "server/informer/delta_fifo.h"
+#include "server/informer/lister_watcher.h"
+#include "server/informer/transform.h"
+
+namespace informerd::informer {
+
+struct ReflectorOptions {
+  // Names the reflector in logs and status, e.g. "v1/pods".
+  std::string name;
+  // Required; must outlive the reflector.
+  ListerWatcher* lister_watcher = nullptr;
+  DeltaFIFO* store = nullptr;
+  // The informer's cache, to reuse unchanged objects during relists. Optional.
+  const KnownObjects* known_objects = nullptr;
+  // Applied to every object before it is queued. Optional.
+  const Transform* transform = nullptr;
+  // Events whose object has another kind are dropped ("" accepts any).
+  std::string expected_kind;
+  int64_t page_size = 500;
+  bool use_streaming_list = true;
+  absl::Duration min_watch_timeout = absl::Minutes(5);
+  absl::Duration very_short_watch = absl::Seconds(1);
+  // Zero disables stall detection.
+  absl::Duration stall_timeout = absl::Minutes(3);
+  BackoffOptions backoff;
+  // nullptr: Clock::Real(). Must outlive the reflector.
+  Clock* clock = nullptr;
+  // Seeds the jitter and watch timeouts; 0 picks a random seed.
+  uint64_t seed = 0;
+};
+
+enum class ReflectorState {
+  kIdle,        // not started
+  kListing,     // a list or the initial phase of a streaming list is in progress
+  kWatching,
+  kBackingOff,  // waiting before the next attempt
+  kStopped,
+};
+
+absl::string_view ReflectorStateName(ReflectorState state);
+
+struct ReflectorStatus {
+  ReflectorState state = ReflectorState::kIdle;
+  std::string last_sync_resource_version;
+  // The last error (OK if none yet) and when it happened.
+  absl::Status last_error;
+  absl::Time last_error_time = absl::InfinitePast();
+  // In kBackingOff: when the wait ends.
+  absl::Time backoff_until = absl::InfinitePast();
+  // Backoff waits begun so far.
+  uint64_t backoffs = 0;
+  // Completed syncs (lists and streaming lists) and how many were streaming.
+  uint64_t syncs = 0;
+  uint64_t streaming_syncs = 0;
+  uint64_t list_requests = 0;
+  uint64_t watches_started = 0;
+  uint64_t events = 0;     // watch events queued (bookmarks excluded)
+  uint64_t bookmarks = 0;
+  uint64_t stalls = 0;
+  uint64_t wrong_kind_dropped = 0;
+  uint64_t streaming_list_fallbacks = 0;
+  // The server rejected sendInitialEvents: lists only from now on.
+  bool streaming_list_unsupported = false;
+};
+
+class Reflector {
+ public:
+  static absl::StatusOr<std::unique_ptr<Reflector>> Create(ReflectorOptions options);
+  ~Reflector();  // Stops.
+  Reflector(const Reflector&) = delete;
+  Reflector& operator=(const Reflector&) = delete;
+
+  // Starts the reflector's thread. Once only.
+  void Start();
+  // Ends the watch, interrupts a backoff, waits for a list in progress and joins the thread.
+  void Stop();
+
+  ReflectorStatus status() const;
+  std::string LastSyncResourceVersion() const;
+
+ private:
+  explicit Reflector(ReflectorOptions options);
+
+  void Run();
+  // One round of client-go's ListAndWatch; returns why it ended.
+  absl::Status ListAndWatch();
+  // Paginated list (with the expired-RV retry) and Replace.
+  absl::Status ListAndReplace();
+  struct Listed {
+    std::vector<ObjectPtr> items;
+    std::string resource_version;
+    bool paginated = false;
+  };
+  absl::StatusOr<Listed> ListAll(const std::string& resource_version);
+  // Streaming list. OK: Replace done and the stream goes on as the watch (session open).
+  absl::Status StreamingList();
+  // Watches until a relist is needed or the reflector stops; `running` when StreamingList left a
+  // stream open.
+  absl::Status WatchLoop(bool running);
+
+  // ---- watch sessions ----
+  // Opens a watch into watch_ as a new session. A failure to open ends the session at once.
+  void OpenWatch(const WatchRequest& request, bool initial_phase);
+  void OnEvents(uint64_t session, std::vector<client::WatchEvent>& events);
+  void OnClose(uint64_t session, absl::Status status);
+  void OnStallTimer();
+  // Applies one event; REQUIRES: the session is current.
+  void ApplyEventLocked(client::WatchEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // Transform, then reuse of the cached object when unchanged.
+  ObjectPtr Prepare(ObjectPtr object) const;
+  ObjectPtr TransformOnly(ObjectPtr object) const;
+  std::string RelistResourceVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t WatchTimeoutSeconds();
+  // Waits for the next backoff; false when stopping.
+  bool WaitBackoff();
+  bool Stopping() const;
+  void SetState(ReflectorState state);
+  void RecordError(const absl::Status& status);
+
+  const ReflectorOptions options_;
+  Clock* const clock_;
+
+  mutable Mutex mu_;
+  CondVar cv_;  // wakes the reflector's thread
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  ReflectorStatus status_ ABSL_GUARDED_BY(mu_);
+  bool last_sync_rv_unavailable_ ABSL_GUARDED_BY(mu_) = false;
+  bool paginated_result_ ABSL_GUARDED_BY(mu_) = false;
+  bool backoff_fired_ ABSL_GUARDED_BY(mu_) = false;
+
+  // The current watch session; callbacks of other sessions are ignored.
+  uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  bool session_ended_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status session_end_status_ ABSL_GUARDED_BY(mu_);
+  bool session_stalled_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t session_events_ ABSL_GUARDED_BY(mu_) = 0;  // bookmarks included
+  absl::Time session_started_ ABSL_GUARDED_BY(mu_);
+  // Streaming list: objects of the initial events, by key, until the initial-events-end bookmark.
+  bool initial_phase_ ABSL_GUARDED_BY(mu_) = false;
+  bool initial_done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_map<absl::string_view, ObjectPtr, StringHash, StringEq> initial_
+      ABSL_GUARDED_BY(mu_);
+
+  // Used by the reflector's thread only.
+  std::unique_ptr<WatchHandle> watch_;
+  Backoff backoff_;
+  std::mt19937_64 rng_;
+
+  std::unique_ptr<Timer> backoff_timer_;
+  std::unique_ptr<Timer> stall_timer_;
+  std::thread thread_;
+};
+
+}  // namespace informerd::informer
+
+#endif  // INFORMERD_SERVER_INFORMER_REFLECTOR_H_

@@ -128,6 +128,7 @@ absl::StatusOr<Client::RawResponse> Client::Send(HttpRequest request) {
              [&sync](int code, const std::vector<std::pair<std::string, std::string>>& headers) {
                MutexLock lock(&sync.mu);
                sync.response.status = code;
+               sync.response.headers = headers;
                for (const auto& [k, v] : headers) {
                  if (k == "content-type") sync.response.content_type = v;
                }

@@ -149,7 +149,8 @@ class Client {
   struct RawResponse {
     int status = 0;
     std::string content_type;
-    std::string body;
+    std::vector<std::pair<std::string, std::string>> headers;  // names in lower case
+    std::string body;  // decompressed
   };
   // A unary request with credentials (and one retry after a 401). Non-2xx is an ApiError.
   absl::StatusOr<RawResponse> Send(HttpRequest request);

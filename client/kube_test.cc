@@ -201,6 +201,32 @@ TEST_F(KubeTest, WatchEndsCleanlyAtTimeoutSeconds) {
   EXPECT_TRUE(rec.WaitClosed().ok());
 }
 
+TEST_F(KubeTest, LargeResponsesArriveCompressed) {
+  const std::string ns = "informerd-gzip";
+  ASSERT_TRUE(client_->Create(kNamespaces, "",
+                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                                           ns, "\"}}"))
+                  .ok());
+  // kube-apiserver gzips responses over 128 KiB for clients that accept it.
+  const std::string payload(100 << 10, 'x');
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(client_
+                    ->Create(kConfigMaps, ns,
+                             absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"big-)",
+                                          i, R"("},"data":{"payload":")", payload, "\"}}"))
+                    .ok());
+  }
+  auto raw = client_->Send(HttpRequest{.path = "/api/v1/namespaces/" + ns + "/configmaps"});
+  ASSERT_TRUE(raw.ok()) << raw.status();
+  bool gzip = false;
+  for (const auto& [k, v] : raw->headers) gzip |= k == "content-encoding" && v == "gzip";
+  EXPECT_TRUE(gzip);
+  EXPECT_GT(raw->body.size(), 300u << 10);  // handed over decompressed
+  auto list = client_->List(kConfigMaps, {.namespace_name = ns});
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_EQ(list->items.size(), 3u);
+}
+
 TEST_F(KubeTest, ErrorsKeepTheirKubernetesReason) {
   EXPECT_TRUE(client::IsNotFound(client_->Get(kConfigMaps, "default", "does-not-exist").status()));
   auto discovery = client_->discovery().ResourceForKind({"apps", "v1", "Deployment"});

@@ -107,6 +107,10 @@ Client::~Client() {
 }
 
 absl::StatusOr<Client::RawResponse> Client::Send(HttpRequest request) {
+  if (transport_->OnTransportThread()) {
+    return absl::FailedPreconditionError(
+        "Client: a blocking request from a watch callback would wait for its own thread");
+  }
   if (request.timeout == absl::ZeroDuration()) request.timeout = options_.request_timeout;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<Credentials::Auth> auth = credentials_->Get();

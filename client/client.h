@@ -9,8 +9,8 @@
 //   auto watch = client->Watch(cms, {.resource_version = page->resource_version},
 //                              {.on_events = ..., .on_close = ...});
 //
-// Unary calls block the calling thread until the response (they never run on the transport
-// thread: do not call them from a watch callback). A 401 makes the call fetch credentials again
+// Unary calls block the calling thread until the response; called from a watch callback (the
+// transport thread, which would wait for itself) they fail with FailedPrecondition. A 401 makes the call fetch credentials again
 // (re-reading a token file, re-running an exec plugin) and retry once. Errors from the server
 // are ApiErrors (api_error.h): client::IsExpired(status) and friends.
 //
@@ -21,6 +21,7 @@
 // connection). Destroying the WatchStream stops it; no callback runs after its destructor.
 //
 // Thread safety: all methods may be called from any thread.
+// REQUIRES: every WatchStream is destroyed before the Client that made it.
 #ifndef INFORMERD_CLIENT_CLIENT_H_
 #define INFORMERD_CLIENT_CLIENT_H_
 

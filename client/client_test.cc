@@ -271,6 +271,42 @@ TEST_F(ClientTest, ExpiredContinueIsAnErrorTheReflectorCanActOn) {
   EXPECT_FALSE(GetApiError(second.status())->continue_token.empty());
 }
 
+TEST_F(ClientTest, ListHonoursResourceVersionMatch) {
+  const std::string ns = Namespace(2);
+  auto latest = client_->List(kConfigMaps, {.namespace_name = ns});
+  ASSERT_TRUE(latest.ok());
+  auto any = client_->List(kConfigMaps, {.namespace_name = ns, .resource_version = "0",
+                                         .resource_version_match = "NotOlderThan"});
+  ASSERT_TRUE(any.ok()) << any.status();
+  EXPECT_EQ(any->items.size(), 2u);
+  auto exact = client_->List(kConfigMaps, {.namespace_name = ns,
+                                           .resource_version = latest->resource_version,
+                                           .resource_version_match = "Exact"});
+  ASSERT_TRUE(exact.ok()) << exact.status();
+  EXPECT_EQ(exact->resource_version, latest->resource_version);
+  EXPECT_TRUE(IsInvalid(client_->List(kConfigMaps, {.namespace_name = ns,
+                                                    .resource_version_match = "Exact"})
+                            .status()));
+}
+
+TEST_F(ClientTest, BlockingCallsFromAWatchCallbackFailInsteadOfDeadlocking) {
+  const std::string ns = Namespace(1);
+  Mutex mu;
+  absl::Status inner ABSL_GUARDED_BY(mu) = absl::OkStatus();
+  bool called ABSL_GUARDED_BY(mu) = false;
+  auto watch = client_->Watch(kConfigMaps, {.namespace_name = ns},
+                              {.on_events = [&](std::vector<WatchEvent>&) {
+                                 absl::Status s = client_->Get(kConfigMaps, ns, "x").status();
+                                 MutexLock l(&mu);
+                                 inner = s;
+                                 called = true;
+                               }});
+  ASSERT_TRUE(watch.ok());
+  MutexLock l(&mu);
+  mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return called; });
+  EXPECT_TRUE(absl::IsFailedPrecondition(inner)) << inner;
+}
+
 TEST_F(ClientTest, ListFiltersBySelectors) {
   const std::string ns = Namespace(10);
   ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap("tagged", R"({"tier":"web"})")).ok());

@@ -296,6 +296,11 @@ void Transport::Cancel(uint64_t id) {
   Wakeup();
 }
 
+bool Transport::OnTransportThread() const {
+  MutexLock lock(&mu_);
+  return std::this_thread::get_id() == thread_id_;
+}
+
 int Transport::active_requests() const {
   MutexLock lock(&mu_);
   return active_;
@@ -585,7 +590,6 @@ void Transport::Loop() {
           CheckIdle(c.id);
           break;
         case Command::kRunPending:
-        case Command::kRetry:
           RunPending();
           break;
       }

@@ -118,6 +118,8 @@ class Transport {
 
   // Requests started and not yet done (waiting for the rate limiter or a retry included).
   int active_requests() const;
+  // Whether the caller runs on the transport thread (inside a callback).
+  bool OnTransportThread() const;
   // Connections curl opened so far (a measure of multiplexing).
   int64_t connections_opened() const { return connections_opened_.load(); }
 
@@ -144,7 +146,7 @@ class Transport {
   void Wakeup();
 
   struct Command {
-    enum Kind { kStart, kCancel, kCheckIdle, kRunPending, kRetry } kind;
+    enum Kind { kStart, kCancel, kCheckIdle, kRunPending } kind;
     uint64_t id = 0;
     std::unique_ptr<Call> call;
   };

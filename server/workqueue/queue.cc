@@ -82,9 +82,8 @@ Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
   return static_cast<SlotId>(*it);
 }
 
-Queue::SlotId Queue::FindLocked(absl::string_view key) {
-  auto it = index_.find(HashedKey{key, Hash32(key)});
-  return it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
+Queue::Index::iterator Queue::FindEntryLocked(absl::string_view key) {
+  return index_.find(HashedKey{key, Hash32(key)});
 }
 
 void Queue::ReleaseIfIdleLocked(SlotId id) {
@@ -93,9 +92,15 @@ void Queue::ReleaseIfIdleLocked(SlotId id) {
   FreeLocked(id);
 }
 
-void Queue::FreeLocked(SlotId id) {
+void Queue::FreeLocked(SlotId id) { FreeLocked(id, index_.end()); }
+
+void Queue::FreeLocked(SlotId id, Index::iterator it) {
   Slot& slot = slots_[id];
-  index_.erase(Entry(slot.hash32, id));
+  if (it != index_.end()) {
+    index_.erase(it);
+  } else {
+    index_.erase(Entry(slot.hash32, id));
+  }
   if (free_count_ >= kFreeSlotsKeepingBuffers) {
     std::string().swap(slot.key);  // bound memory kept after a burst
   }
@@ -268,12 +273,13 @@ size_t Queue::TryGetBatch(size_t max, std::vector<std::string>* out) {
 
 absl::Status Queue::Done(absl::string_view key) {
   MutexLock lock(&mu_);
-  SlotId id = FindLocked(key);
+  auto it = FindEntryLocked(key);
+  SlotId id = it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
   if (id == kNoSlot || !slots_[id].processing) {
     return absl::FailedPreconditionError(
         absl::StrCat("key \"", key, "\" is not being processed; Done ignored"));
   }
-  DoneLocked(id);
+  DoneLocked(id, it);
   return absl::OkStatus();
 }
 
@@ -287,11 +293,11 @@ absl::Status Queue::Done(const Lease& lease) {
         "lease of key \"", lease.key, "\" with token ", lease.token,
         " is not current (already done, or the key was handed out again); Done ignored"));
   }
-  DoneLocked(lease.slot);
+  DoneLocked(lease.slot, index_.end());
   return absl::OkStatus();
 }
 
-void Queue::DoneLocked(SlotId id) {
+void Queue::DoneLocked(SlotId id, Index::iterator it) {
   Slot& slot = slots_[id];
   slot.processing = false;
   --processing_count_;
@@ -304,7 +310,7 @@ void Queue::DoneLocked(SlotId id) {
     if (metrics_ != nullptr) metrics_->depth->Inc();
     PushBackLocked(id);
   } else if (slot.waiting_seq == 0) {
-    FreeLocked(id);
+    FreeLocked(id, it);
   }
 }
 

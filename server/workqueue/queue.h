@@ -200,14 +200,21 @@ class Queue {
  private:
   // Unindexes and frees the idle slot `id`.
   void FreeLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // As FreeLocked, when the caller already holds the slot's index position.
+  void FreeLocked(SlotId id, Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live slot of `key`, or kNoSlot.
-  SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    auto it = FindEntryLocked(key);
+    return it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
+  }
+  Index::iterator FindEntryLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushBackLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out the front key. REQUIRES: len_ > 0.
   SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillLeaseLocked(SlotId id, Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends processing of the live slot `id` (found by key or by lease).
-  void DoneLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `it` is the slot's index position when the caller has it, else index_.end().
+  void DoneLocked(SlotId id, Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Spins briefly, without the lock, for a key to arrive or shutdown; then takes the lock and
   // waits for it. Returns with the lock held and a key waiting or the queue shut down.
   void WaitForWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -10,6 +10,7 @@
 #include "base/mutex.h"
 #include "client/api_error.h"
 #include "client/fake_apiserver.h"
+#include "client/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -471,6 +472,54 @@ TEST_F(ClientTest, UnauthorizedWithoutAValidToken) {
   config.bearer_token = "wrong";
   auto client = Client::Create({.config = config}).value();
   EXPECT_TRUE(IsUnauthorized(client->List(kConfigMaps, {}).status()));
+}
+
+// Credentials end to end, against a server with a known token.
+class ClientAuthTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = FakeApiServer::Start({.extra_flags = {"--token=the-right-token"}}).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  static FakeApiServer* server_;
+};
+FakeApiServer* ClientAuthTest::server_ = nullptr;
+
+TEST_F(ClientAuthTest, RotatedTokenFileIsReadAgainAfterA401) {
+  const std::string dir = testing::MakeTempDir();
+  RestConfig config = server_->config();
+  config.bearer_token.clear();
+  config.bearer_token_file = dir + "/token";
+  testing::WriteFileOrDie(config.bearer_token_file, "the-right-token");
+  auto client = Client::Create({.config = config}).value();
+  ASSERT_TRUE(client->List(kNamespaces, {}).ok());
+  testing::WriteFileOrDie(config.bearer_token_file, "an-expired-token");
+  EXPECT_TRUE(IsUnauthorized(client->List(kNamespaces, {}).status()));
+  testing::WriteFileOrDie(config.bearer_token_file, "the-right-token");
+  EXPECT_TRUE(client->List(kNamespaces, {}).ok());
+}
+
+TEST_F(ClientAuthTest, ExecPluginRunsAgainWhenTheServerRejectsItsToken) {
+  const std::string dir = testing::MakeTempDir();
+  // First run: a token the server rejects; every later run: the right one.
+  testing::WriteFileOrDie(dir + "/plugin", absl::StrCat(R"(#!/bin/sh
+n=$(cat "$DIR/runs" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$DIR/runs"
+token=the-right-token; [ $n -eq 1 ] && token=stale
+printf '{"kind":"ExecCredential","apiVersion":"client.authentication.k8s.io/v1","status":{"token":"%s"}}' $token
+)"),
+                          0755);
+  RestConfig config = server_->config();
+  config.bearer_token.clear();
+  config.exec = ExecConfig{.command = dir + "/plugin",
+                           .env = {{"DIR", dir}},
+                           .api_version = "client.authentication.k8s.io/v1"};
+  auto client = Client::Create({.config = config}).value();
+  auto list = client->List(kNamespaces, {});  // 401 with the stale token, re-run, retried
+  ASSERT_TRUE(list.ok()) << list.status();
+  EXPECT_GE(list->items.size(), 4u);
 }
 
 }  // namespace

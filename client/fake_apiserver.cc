@@ -48,7 +48,7 @@ absl::StatusOr<std::string> EnsureBinary() {
       "set -e; cd ", ShellQuote(root), "; mkdir -p out; exec 9>out/fake-apiserver.lock; flock 9; ",
       "if [ ! -x out/fake-apiserver ] || [ -n \"$(find testing/apiserver -name '*.go' -newer "
       "out/fake-apiserver -print -quit)\" ]; then ",
-      "cd testing/apiserver && HOME=", ShellQuote(home), " GOTOOLCHAIN=local GOFLAGS=-mod=mod ",
+      "cd testing/apiserver && HOME=", ShellQuote(home), " GOTOOLCHAIN=local ",
       "PATH=/usr/local/go/bin:/usr/lib/go/bin:$PATH go build -o ../../out/fake-apiserver "
       "./cmd/fake-apiserver; fi");
   const std::string command = absl::StrCat("/bin/sh -c ", ShellQuote(script), " >&2");

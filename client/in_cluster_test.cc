@@ -1,7 +1,11 @@
 #include "client/in_cluster.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <string>
 
+#include "client/credentials.h"
 #include "client/test_files.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,6 +68,26 @@ TEST(InClusterTest, MissingFilesAreErrorsNamingThem) {
   auto blank = LoadInClusterConfig(
       {.service_account_dir = empty, .service_host = "h", .service_port = "1"});
   EXPECT_THAT(std::string(blank.status().message()), HasSubstr("is empty"));
+}
+
+TEST(InClusterTest, RotatedServiceAccountTokenIsPickedUp) {
+  // The kubelet's layout: token -> ..data/token, ..data -> ..<timestamp>, swapped atomically.
+  const std::string dir = MakeTempDir();
+  ASSERT_EQ(mkdir((dir + "/..v1").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir((dir + "/..v2").c_str(), 0755), 0);
+  WriteFileOrDie(dir + "/..v1/token", "token-one");
+  WriteFileOrDie(dir + "/..v2/token", "token-two");
+  ASSERT_EQ(symlink("..v1", (dir + "/..data").c_str()), 0);
+  ASSERT_EQ(symlink("..data/token", (dir + "/token").c_str()), 0);
+  WriteFileOrDie(dir + "/ca.crt", "CA");
+  auto config = LoadInClusterConfig(
+      {.service_account_dir = dir, .service_host = "10.96.0.1", .service_port = "443"});
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto creds = Credentials::Create(*config, {}).value();
+  EXPECT_THAT(creds->Get()->headers, ::testing::Contains(::testing::Pair("Authorization", "Bearer token-one")));
+  ASSERT_EQ(symlink("..v2", (dir + "/..data.tmp").c_str()), 0);
+  ASSERT_EQ(rename((dir + "/..data.tmp").c_str(), (dir + "/..data").c_str()), 0);
+  EXPECT_THAT(creds->Get()->headers, ::testing::Contains(::testing::Pair("Authorization", "Bearer token-two")));
 }
 
 }  // namespace

@@ -1,0 +1,396 @@
+#include "server/informer/processor_listener.h"
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/informer/test_objects.h"
+
+namespace informerd::informer {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+using testing::Obj;
+
+ObjectPtr Cm(const std::string& name, int rv) { return Obj("d", name, absl::StrCat(rv)); }
+
+Notification Add(ObjectPtr o, bool initial = false) {
+  Notification n;
+  n.type = Notification::Type::kAdd;
+  n.object = std::move(o);
+  n.is_in_initial_list = initial;
+  return n;
+}
+Notification Update(ObjectPtr old_object, ObjectPtr o) {
+  Notification n;
+  n.type = Notification::Type::kUpdate;
+  n.object = std::move(o);
+  n.old_object = std::move(old_object);
+  return n;
+}
+Notification Delete(ObjectPtr o, bool unknown = false) {
+  Notification n;
+  n.type = Notification::Type::kDelete;
+  n.object = std::move(o);
+  n.final_state_unknown = unknown;
+  return n;
+}
+
+std::string Describe(const Notification& n) {
+  switch (n.type) {
+    case Notification::Type::kAdd:
+      return absl::StrCat("add ", n.object->name(), "@", n.object->resource_version(),
+                          n.is_in_initial_list ? " initial" : "");
+    case Notification::Type::kUpdate:
+      return absl::StrCat("update ", n.object->name(), "@", n.old_object->resource_version(), "->",
+                          n.object->resource_version());
+    case Notification::Type::kDelete:
+      return absl::StrCat("delete ", n.object->name(), "@", n.object->resource_version(),
+                          n.final_state_unknown ? " unknown" : "");
+    case Notification::Type::kResnapshot:
+      return absl::StrCat("resnapshot ", n.resnapshot_keys);
+  }
+  return "?";
+}
+
+// The informer's side of an overflow: the "cache" the coalesced keys are resolved against. Its
+// mutex doubles as the distribution lock (held while the cache changes and notifications are
+// pushed, and while an overflow is resolved).
+class FakeCache : public ProcessorListener::OverflowResolver {
+ public:
+  void SetLocked(ObjectPtr o) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    objects_[std::string(o->key())] = o;
+  }
+  void RemoveLocked(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    objects_.erase(key);
+  }
+  void Set(ObjectPtr o) {
+    MutexLock lock(&mu);
+    SetLocked(std::move(o));
+  }
+  std::map<std::string, ObjectPtr> objects() {
+    MutexLock lock(&mu);
+    return objects_;
+  }
+  void ResolveOverflow(ProcessorListener* listener) override {
+    MutexLock lock(&mu);
+    ++resolved_;
+    listener->FinishOverflow([&](absl::string_view key) ABSL_NO_THREAD_SAFETY_ANALYSIS -> ObjectPtr {
+      auto it = objects_.find(std::string(key));
+      return it == objects_.end() ? nullptr : it->second;
+    });
+  }
+  int resolved() {
+    MutexLock lock(&mu);
+    return resolved_;
+  }
+  Mutex mu;
+
+ private:
+  std::map<std::string, ObjectPtr> objects_ ABSL_GUARDED_BY(mu);
+  int resolved_ ABSL_GUARDED_BY(mu) = 0;
+};
+
+template <typename Pred>
+bool Eventually(Pred pred) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!pred()) {
+    if (absl::Now() > deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+std::vector<std::string> PopAll(ProcessorListener& l) {
+  std::vector<Notification> out;
+  EXPECT_TRUE(l.Pop(1000, &out, /*wait=*/false));
+  l.Done(out);
+  std::vector<std::string> described;
+  for (const Notification& n : out) described.push_back(Describe(n));
+  return described;
+}
+
+class ProcessorListenerTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<ProcessorListener> Listener(size_t buffer = 100,
+                                              std::function<bool()> synced = [] { return true; }) {
+    ProcessorListener::Options options;
+    options.name = "h";
+    options.buffer_size = buffer;
+    return std::make_unique<ProcessorListener>(std::move(options), &cache_, std::move(synced));
+  }
+  FakeCache cache_;
+};
+
+TEST_F(ProcessorListenerTest, NotificationsArriveInOrder) {
+  auto l = Listener();
+  l->Push(Add(Cm("a", 1)));
+  l->Push(Update(Cm("a", 1), Cm("a", 2)));
+  l->Push(Add(Cm("b", 3)));
+  l->Push(Delete(Cm("a", 4)));
+  EXPECT_THAT(PopAll(*l), ElementsAre("add a@1", "update a@1->2", "add b@3", "delete a@4"));
+  EXPECT_EQ(l->pending(), 0u);
+  EXPECT_EQ(l->delivered(), 4u);
+}
+
+TEST_F(ProcessorListenerTest, PopHandsOutAtMostMax) {
+  auto l = Listener();
+  for (int i = 0; i < 5; ++i) l->Push(Add(Cm(absl::StrCat("k", i), i)));
+  std::vector<Notification> out;
+  ASSERT_TRUE(l->Pop(2, &out, false));
+  EXPECT_EQ(out.size(), 2u);
+  EXPECT_EQ(l->pending(), 3u);
+}
+
+TEST_F(ProcessorListenerTest, AHandlerRunsOnItsOwnThreadInOrder) {
+  Mutex mu;
+  std::vector<std::string> seen;
+  auto handler = std::make_shared<ResourceEventHandlerFuncs>();
+  handler->add = [&](const ObjectPtr& o, bool) {
+    MutexLock lock(&mu);
+    seen.push_back(absl::StrCat("add ", o->name()));
+  };
+  handler->update = [&](const ObjectPtr&, const ObjectPtr& o) {
+    MutexLock lock(&mu);
+    seen.push_back(absl::StrCat("update ", o->name()));
+  };
+  handler->del = [&](const ObjectPtr& o, bool) {
+    MutexLock lock(&mu);
+    seen.push_back(absl::StrCat("delete ", o->name()));
+  };
+  ProcessorListener l({.name = "h", .buffer_size = 100, .handler = handler}, &cache_,
+                      [] { return true; });
+  l.Start();
+  l.Push(Add(Cm("a", 1)));
+  l.Push(Update(Cm("a", 1), Cm("a", 2)));
+  l.Push(Delete(Cm("a", 3)));
+  {
+    MutexLock lock(&mu);
+    mu.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return seen.size() == 3; });
+    EXPECT_THAT(seen, ElementsAre("add a", "update a", "delete a"));
+  }
+  l.Stop();
+}
+
+TEST_F(ProcessorListenerTest, OverflowCoalescesKeysIntoTheirNetChange) {
+  auto l = Listener(/*buffer=*/3);
+  // Seen by the handler before the overflow.
+  l->Push(Add(Cm("seen-updated", 1)));
+  l->Push(Add(Cm("seen-deleted", 2)));
+  l->Push(Add(Cm("seen-tombstoned", 3)));
+  EXPECT_EQ(PopAll(*l).size(), 3u);
+  cache_.Set(Cm("seen-updated", 1));
+  // Now the handler falls behind.
+  l->Push(Update(Cm("seen-updated", 1), Cm("seen-updated", 10)));
+  l->Push(Update(Cm("seen-updated", 10), Cm("seen-updated", 11)));
+  l->Push(Delete(Cm("seen-deleted", 12)));
+  l->Push(Delete(Cm("seen-tombstoned", 3), /*unknown=*/true));  // overflow: 4th pending
+  l->Push(Add(Cm("new", 14)));
+  l->Push(Add(Cm("transient", 15)));
+  l->Push(Delete(Cm("transient", 16)));
+  EXPECT_EQ(l->overflows(), 1u);
+  EXPECT_EQ(l->pending(), 5u) << "one entry per changed key, not per event";
+  cache_.Set(Cm("seen-updated", 11));
+  cache_.Set(Cm("new", 14));
+  std::vector<std::string> got = PopAll(*l);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], "resnapshot 4");
+  got.erase(got.begin());
+  EXPECT_THAT(got, UnorderedElementsAre("update seen-updated@1->11", "delete seen-deleted@12",
+                                        "delete seen-tombstoned@3 unknown", "add new@14"))
+      << "the transient key, added and deleted while coalesced, is not mentioned";
+  EXPECT_EQ(cache_.resolved(), 1);
+  // Back to normal.
+  l->Push(Update(Cm("new", 14), Cm("new", 17)));
+  EXPECT_THAT(PopAll(*l), ElementsAre("update new@14->17"));
+}
+
+TEST_F(ProcessorListenerTest, AHandlerToldToResnapshotGetsItThroughItsCallback) {
+  std::atomic<size_t> resnapshot{0};
+  std::atomic<int> calls{0};
+  auto handler = std::make_shared<ResourceEventHandlerFuncs>();
+  handler->resnapshot = [&](size_t keys) { resnapshot = keys; };
+  handler->add = [&](const ObjectPtr&, bool) { ++calls; };
+  // Not started yet: everything accumulates.
+  ProcessorListener l({.name = "h", .buffer_size = 2, .handler = handler}, &cache_,
+                      [] { return true; });
+  for (int i = 0; i < 5; ++i) {
+    cache_.Set(Cm(absl::StrCat("k", i), i));
+    l.Push(Add(Cm(absl::StrCat("k", i), i)));
+  }
+  l.Start();
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 5; }));
+  EXPECT_EQ(resnapshot.load(), 5u);
+}
+
+TEST_F(ProcessorListenerTest, TheInitialSnapshotComesFirstAndIsNotBoundedByTheBuffer) {
+  auto l = Listener(/*buffer=*/2);
+  std::vector<ObjectPtr> snapshot;
+  for (int i = 0; i < 50; ++i) snapshot.push_back(Cm(absl::StrCat("k", i), i));
+  l->SetInitial(snapshot);
+  l->Push(Update(Cm("k0", 0), Cm("k0", 100)));
+  EXPECT_EQ(l->overflows(), 0u);
+  std::vector<std::string> got = PopAll(*l);
+  ASSERT_EQ(got.size(), 50u);
+  EXPECT_EQ(got[0], "add k0@0 initial");
+  EXPECT_THAT(PopAll(*l), ElementsAre("update k0@0->100"));
+}
+
+TEST_F(ProcessorListenerTest, HasSyncedWaitsUntilTheInitialListIsHandled) {
+  auto l = Listener();
+  l->SetInitial({Cm("a", 1), Cm("b", 2)});
+  EXPECT_FALSE(l->HasSynced());
+  std::vector<Notification> out;
+  ASSERT_TRUE(l->Pop(10, &out, false));
+  EXPECT_FALSE(l->HasSynced()) << "popped but not yet handled";
+  l->Done(out);
+  EXPECT_TRUE(l->HasSynced());
+  l->Push(Add(Cm("c", 3)));
+  EXPECT_TRUE(l->HasSynced()) << "never goes back";
+}
+
+TEST_F(ProcessorListenerTest, HasSyncedOfAnEarlyListenerFollowsTheInitialListItWasPushed) {
+  std::atomic<bool> upstream{false};
+  auto l = Listener(100, [&] { return upstream.load(); });
+  l->Push(Add(Cm("a", 1), /*initial=*/true));
+  l->Push(Add(Cm("b", 2), /*initial=*/true));
+  EXPECT_FALSE(l->HasSynced());
+  upstream = true;  // the informer processed its first list
+  EXPECT_FALSE(l->HasSynced());
+  PopAll(*l);
+  EXPECT_TRUE(l->HasSynced());
+}
+
+TEST_F(ProcessorListenerTest, HasSyncedWaitsForAnOverflowDuringTheInitialList) {
+  auto l = Listener(/*buffer=*/1);
+  cache_.Set(Cm("a", 1));
+  cache_.Set(Cm("b", 2));
+  l->Push(Add(Cm("a", 1), true));
+  l->Push(Add(Cm("b", 2), true));  // overflow
+  EXPECT_FALSE(l->HasSynced());
+  EXPECT_THAT(PopAll(*l), UnorderedElementsAre("resnapshot 2", "add a@1 initial", "add b@2 initial"));
+  EXPECT_TRUE(l->HasSynced());
+}
+
+TEST_F(ProcessorListenerTest, ResyncIsDueOncePerPeriod) {
+  ProcessorListener l({.name = "h", .resync_period = absl::Seconds(30)}, &cache_,
+                      [] { return true; });
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  l.ScheduleFirstResync(t0);
+  EXPECT_EQ(l.next_resync(), t0 + absl::Seconds(30));
+  EXPECT_FALSE(l.ShouldResync(t0 + absl::Seconds(29)));
+  EXPECT_FALSE(l.is_syncing());
+  EXPECT_TRUE(l.ShouldResync(t0 + absl::Seconds(30)));
+  EXPECT_TRUE(l.is_syncing());
+  EXPECT_EQ(l.next_resync(), t0 + absl::Seconds(60));
+  ProcessorListener never({.name = "n"}, &cache_, [] { return true; });
+  never.ScheduleFirstResync(t0);
+  EXPECT_FALSE(never.ShouldResync(t0 + absl::Hours(1)));
+  EXPECT_EQ(never.next_resync(), absl::InfiniteFuture());
+}
+
+TEST_F(ProcessorListenerTest, StopFreesTheBufferAndEndsPop) {
+  auto l = Listener();
+  l->SetInitial({Cm("a", 1)});
+  l->Push(Add(Cm("b", 2)));
+  l->Stop();
+  EXPECT_EQ(l->pending(), 0u);
+  std::vector<Notification> out;
+  EXPECT_FALSE(l->Pop(10, &out, true));
+  l->Push(Add(Cm("c", 3)));
+  EXPECT_EQ(l->pending(), 0u);
+}
+
+TEST_F(ProcessorListenerTest, OnReadyFiresWhenSomethingArrivesAfterAnEmptyPop) {
+  std::atomic<int> ready{0};
+  ProcessorListener l({.name = "h", .on_ready = [&] { ++ready; }}, &cache_, [] { return true; });
+  l.Push(Add(Cm("a", 1)));
+  EXPECT_EQ(ready.load(), 0) << "nobody asked yet";
+  EXPECT_THAT(PopAll(l), ElementsAre("add a@1"));
+  EXPECT_THAT(PopAll(l), IsEmpty());
+  l.Push(Add(Cm("b", 2)));
+  l.Push(Add(Cm("c", 3)));
+  EXPECT_EQ(ready.load(), 1) << "once per empty Pop";
+}
+
+// Random changes of a few keys pushed (under the "distribution lock", after updating the cache,
+// as the informer does) while a slow consumer with a tiny buffer overflows again and again: per
+// key the consumer sees resourceVersions only increase, and it ends at the cache's state.
+TEST_F(ProcessorListenerTest, PerKeyOrderAndConvergenceSurviveRepeatedOverflows) {
+  auto l = Listener(/*buffer=*/8);
+  std::map<std::string, int> consumer_state;  // key -> rv (-1: deleted)
+  std::atomic<bool> done{false};
+  std::thread producer([&] {
+    std::mt19937 rng(3);
+    std::map<std::string, ObjectPtr> live;
+    for (int rv = 1; rv <= 20000; ++rv) {
+      const std::string name = absl::StrCat("k", rng() % 20);
+      const std::string key = absl::StrCat("d/", name);
+      ObjectPtr now = Cm(name, rv);
+      auto it = live.find(key);
+      MutexLock lock(&cache_.mu);
+      // Apply to the cache, then push: the informer's order, under its distribution lock.
+      if (it == live.end()) {
+        live[key] = now;
+        cache_.SetLocked(now);
+        l->Push(Add(now));
+      } else if (rng() % 4 == 0) {
+        live.erase(it);
+        cache_.RemoveLocked(key);
+        l->Push(Delete(now));
+      } else {
+        ObjectPtr old = it->second;
+        it->second = now;
+        cache_.SetLocked(now);
+        l->Push(Update(old, now));
+      }
+    }
+    done = true;
+  });
+  std::vector<Notification> batch;
+  auto consume = [&] {
+    batch.clear();
+    l->Pop(3, &batch, /*wait=*/false);
+    for (const Notification& n : batch) {
+      if (n.type == Notification::Type::kResnapshot) continue;
+      const std::string key(n.object->key());
+      const int rv = std::stoi(std::string(n.object->resource_version()));
+      auto it = consumer_state.find(key);
+      if (it != consumer_state.end()) {
+        ASSERT_GE(rv, std::abs(it->second)) << key << " went back in time";
+      }
+      consumer_state[key] = n.type == Notification::Type::kDelete ? -rv : rv;
+    }
+    l->Done(batch);
+  };
+  while (!done) {
+    consume();
+    std::this_thread::yield();
+  }
+  producer.join();
+  for (int i = 0; i < 100000 && l->pending() > 0; ++i) consume();
+  EXPECT_EQ(l->pending(), 0u);
+  EXPECT_GT(l->overflows(), 0u) << "the test must exercise overflows";
+  const std::map<std::string, ObjectPtr> cache = cache_.objects();
+  for (const auto& [key, rv] : consumer_state) {
+    auto it = cache.find(key);
+    if (it == cache.end()) {
+      EXPECT_LT(rv, 0) << key << " is gone from the cache: the consumer must have seen it deleted";
+    } else {
+      EXPECT_EQ(rv, std::stoi(std::string(it->second->resource_version()))) << key;
+    }
+  }
+  for (const auto& [key, object] : cache) EXPECT_TRUE(consumer_state.contains(key)) << key;
+}
+
+}  // namespace
+}  // namespace informerd::informer

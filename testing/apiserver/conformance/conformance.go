@@ -102,6 +102,11 @@ type Options struct {
 	// KeepNamespace leaves the namespace and its objects behind; by default
 	// Run deletes the namespace when it returns.
 	KeepNamespace bool
+	// Seed makes the changes reproducible: two runs with the same Seed,
+	// Objects, Changes and number of steps make the same creates, updates
+	// and deletes of the same objects with the same data, in the same order,
+	// whatever the server. 0: a seed from the clock.
+	Seed uint64
 	// Logf receives progress lines.
 	Logf func(format string, args ...any)
 }
@@ -128,13 +133,52 @@ type StepResult struct {
 	Untriggered int
 }
 
-// Result summarises a run.
+// Result summarises a run. Besides timings it holds what a client can
+// observe, so that runs against different servers can be compared: the
+// changes made, the final state, and per informer the notifications its
+// event handler received and the requests its reflector sent.
 type Result struct {
 	Namespace   string
 	InitialSync time.Duration // until every informer had synced
 	Steps       []StepResult
 	Changes     int
 	FinalKeys   int
+	// Ops are the changes made after the initial sync, by kind.
+	Ops OpCounts
+	// FinalDigest is a SHA-256 over the final objects' names, labels and
+	// data (not resourceVersions, UIDs or timestamps), in name order.
+	FinalDigest string
+	// Informers holds one entry per informer, in the order of Options.Informers.
+	Informers []InformerResult
+}
+
+// OpCounts counts the changes made by the scenario.
+type OpCounts struct {
+	Creates, Updates, Deletes int
+}
+
+// InformerResult is what one informer observed.
+type InformerResult struct {
+	Name string
+	// Events are the notifications its event handler received, up to the
+	// moment the handler's view equalled the cache at the end of the run.
+	Events EventCounts
+	// Requests are the API requests its reflector sent, in order, each as
+	// "LIST" or "WATCH" with the query parameters that carry semantics
+	// (resourceVersion as "", "0" or "N"; limit; continue present;
+	// sendInitialEvents; resourceVersionMatch; allowWatchBookmarks), then
+	// the HTTP status or the transport error's kind.
+	Requests []string
+}
+
+// EventCounts counts an informer's handler notifications.
+type EventCounts struct {
+	InitialAdds int // OnAdd during the first sync (isInInitialList)
+	Adds        int // OnAdd afterwards
+	Updates     int // OnUpdate to a new resourceVersion
+	Resyncs     int // OnUpdate with an unchanged resourceVersion (relist or resync)
+	Deletes     int // OnDelete of the object
+	Tombstones  int // OnDelete of a DeletedFinalStateUnknown (found missing by a relist)
 }
 
 func (o *Options) defaults() {
@@ -192,10 +236,20 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (*Result, error) {
 		defer func() {
 			dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			_ = admin.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{})
+			began := time.Now()
+			err := admin.CoreV1().Namespaces().Delete(dctx, ns, metav1.DeleteOptions{})
+			if err != nil {
+				opts.Logf("delete namespace %s: %v", ns, err)
+			} else {
+				opts.Logf("deleted namespace %s in %v", ns, time.Since(began).Round(time.Millisecond))
+			}
 		}()
 	}
-	ch := &changer{cs: admin, ns: ns, logf: opts.Logf}
+	seed := opts.Seed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	ch := &changer{cs: admin, ns: ns, logf: opts.Logf, rng: mrand.New(mrand.NewPCG(seed, 7))}
 	start := time.Now()
 	if err := ch.createInitial(ctx, opts.Objects, opts.Workers); err != nil {
 		return nil, err
@@ -275,21 +329,45 @@ func Run(ctx context.Context, cfg *rest.Config, opts Options) (*Result, error) {
 		return res, err
 	}
 	res.FinalKeys = len(keys)
+	res.Ops = ch.ops
+	if res.FinalDigest, err = digest(ctx, admin, ns); err != nil {
+		return res, err
+	}
+	for _, inf := range infs {
+		// Handlers are notified after the cache is updated: wait until each
+		// handler has seen the cache's final state before taking its counts.
+		if err := inf.waitHandler(ctx, opts.ConvergeTimeout); err != nil {
+			return res, err
+		}
+		res.Informers = append(res.Informers, InformerResult{Name: inf.opts.Name, Events: inf.handler.counts(), Requests: inf.requests.list()})
+	}
 	return res, nil
 }
 
 // informer is one running SharedInformer of the scenario.
 type informer struct {
-	opts    InformerOptions
-	target  Target
-	factory informers.SharedInformerFactory
-	inf     cache.SharedIndexInformer
+	opts     InformerOptions
+	target   Target
+	factory  informers.SharedInformerFactory
+	inf      cache.SharedIndexInformer
+	handler  *countingHandler
+	requests *requestLog
 }
 
 func startInformer(ctx context.Context, cfg *rest.Config, ns string, io InformerOptions, stall time.Duration) (*informer, error) {
 	icfg := rest.CopyConfig(cfg)
 	icfg.UserAgent = "conformance-" + io.Name + "/" + ns
 	icfg.QPS, icfg.Burst = -1, 0
+	requests := &requestLog{}
+	{
+		prev := icfg.WrapTransport
+		icfg.WrapTransport = func(rt httpRoundTripper) httpRoundTripper {
+			if prev != nil {
+				rt = prev(rt)
+			}
+			return &recordingTransport{next: rt, log: requests}
+		}
+	}
 	if stall > 0 {
 		prev := icfg.WrapTransport
 		icfg.WrapTransport = func(rt httpRoundTripper) httpRoundTripper {
@@ -305,7 +383,10 @@ func startInformer(ctx context.Context, cfg *rest.Config, ns string, io Informer
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(ics, 0, informers.WithNamespace(ns))
 	inf := &informer{opts: io, target: Target{Namespace: ns, UserAgent: icfg.UserAgent}, factory: factory,
-		inf: factory.Core().V1().ConfigMaps().Informer()}
+		inf: factory.Core().V1().ConfigMaps().Informer(), handler: newCountingHandler(), requests: requests}
+	if _, err := inf.inf.AddEventHandler(inf.handler); err != nil {
+		return nil, err
+	}
 	if err := startWithGate(ctx, io.WatchListClient, factory, inf.inf); err != nil {
 		return nil, err
 	}
@@ -463,8 +544,11 @@ type changer struct {
 	ns   string
 	logf func(string, ...any)
 
+	rng  *mrand.Rand // used by apply only (one goroutine)
+	ops  OpCounts
+
 	mu    sync.Mutex
-	names []string // existing objects
+	names []string // existing objects, in a deterministic order
 	seq   atomic.Int64
 }
 
@@ -517,12 +601,14 @@ loop:
 		}
 	}
 	c.seq.Store(int64(n))
+	// The workers finish in any order; the changes pick objects by index.
+	sort.Strings(c.names)
 	return err
 }
 
 // apply makes n changes: about a third each of creates, updates and deletes.
 func (c *changer) apply(ctx context.Context, n int) error {
-	rng := mrand.New(mrand.NewPCG(uint64(time.Now().UnixNano()), 7))
+	rng := c.rng
 	for i := 0; i < n; i++ {
 		c.mu.Lock()
 		op := rng.IntN(3)
@@ -552,6 +638,7 @@ func (c *changer) apply(ctx context.Context, n int) error {
 				c.mu.Lock()
 				c.names = append(c.names, name)
 				c.mu.Unlock()
+				c.ops.Creates++
 			}
 		case 1:
 			patch := []byte(fmt.Sprintf(`{"data":{"v":"%d"}}`, rng.Int64()))
@@ -559,6 +646,9 @@ func (c *changer) apply(ctx context.Context, n int) error {
 				_, err := c.cs.CoreV1().ConfigMaps(c.ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 				return err
 			})
+			if err == nil {
+				c.ops.Updates++
+			}
 		case 2:
 			err = retry(ctx, func() error {
 				return c.cs.CoreV1().ConfigMaps(c.ns).Delete(ctx, name, metav1.DeleteOptions{})
@@ -576,6 +666,7 @@ func (c *changer) apply(ctx context.Context, n int) error {
 					}
 				}
 				c.mu.Unlock()
+				c.ops.Deletes++
 			}
 		}
 		if err != nil {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -120,7 +122,23 @@ func TestCRUDErrorsCarryTheRealStatusReasons(t *testing.T) {
 		{"patch missing", "PATCH", p + "/nope", "application/merge-patch+json", `{"data":{"a":"b"}}`, 404, "NotFound", `configmaps "nope" not found`},
 		{"patch stale rv", "PATCH", p + "/a", "application/merge-patch+json", `{"metadata":{"resourceVersion":"1"}}`, 409, "Conflict", "the object has been modified"},
 		{"apply patch", "PATCH", p + "/a", "application/apply-patch+yaml", `{}`, 415, "UnsupportedMediaType", ""},
-		{"delete precondition", "DELETE", p + "/a", "", `{"preconditions":{"uid":"other"}}`, 409, "Conflict", "Precondition failed: UID in precondition: other, UID in object meta: " + uid},
+		{"delete precondition", "DELETE", p + "/a", "", `{"preconditions":{"uid":"other"}}`, 409, "Conflict",
+			`Operation cannot be fulfilled on ConfigMap "a": the UID in the precondition (other) does not match the UID in record (` + uid + `). The object might have been deleted and then recreated`},
+		{"delete rv precondition", "DELETE", p + "/a", "", `{"preconditions":{"resourceVersion":"1"}}`, 409, "Conflict",
+			`Operation cannot be fulfilled on ConfigMap "a": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record (` + rv + `). The object might have been modified`},
+		{"patch invalid JSON", "PATCH", p + "/nope", "application/merge-patch+json", `{"data":`, 400, "BadRequest", "invalid JSON patch"},
+		{"json patch not a list", "PATCH", p + "/a", "application/json-patch+json", `{"op":"add"}`, 400, "BadRequest",
+			"error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp"},
+		{"json patch of a missing object, not a list", "PATCH", p + "/nope", "application/json-patch+json", `{"op":"add"}`, 404, "NotFound", `configmaps "nope" not found`},
+		{"merge patch not an object", "PATCH", p + "/a", "application/merge-patch+json", `[1]`, 400, "BadRequest",
+			"error decoding patch: json: cannot unmarshal array into Go value of type map[string]interface {}"},
+		{"watch bad resourceVersion", "GET", p + "?watch=1&resourceVersion=x", "", nil, 500, "",
+			`resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax`},
+		{"json patch test fails", "PATCH", p + "/a", "application/json-patch+json", `[{"op":"test","path":"/data/k","value":"no"}]`, 422, "Invalid",
+			"the server rejected our request due to an error in our request"},
+		{"bad continue token", "GET", p + "?limit=1&continue=garbage", "", nil, 400, "BadRequest", "invalid continue token: continue key is not valid: "},
+		{"bad resourceVersion", "GET", p + "?resourceVersion=x", "", nil, 400, "BadRequest",
+			`invalid resource version: resourceVersion: Invalid value: "x": strconv.ParseUint: parsing "x": invalid syntax`},
 		{"namespaced name without namespace", "GET", "/api/v1/configmaps/a", "", nil, 404, "NotFound", "the server could not find the requested resource"},
 	}
 	for _, tc := range tests {
@@ -134,6 +152,16 @@ func TestCRUDErrorsCarryTheRealStatusReasons(t *testing.T) {
 			}
 			if r.obj["code"] != float64(tc.code) {
 				t.Fatalf("code field %v", r.obj["code"])
+			}
+			switch tc.name {
+			case "delete precondition", "delete rv precondition": // rest.BeforeDelete names the Kind
+				if r.str("details", "kind") != "ConfigMap" || r.str("details", "name") != "a" {
+					t.Fatalf("details %s", r.body)
+				}
+			case "json patch test fails":
+				if d, ok := r.obj["details"].(map[string]any); !ok || len(d) != 0 {
+					t.Fatalf("details %s", r.body)
+				}
 			}
 		})
 	}
@@ -268,6 +296,28 @@ func TestNamespaceDeletionRemovesItsContent(t *testing.T) {
 	if ns.str("metadata", "labels", "kubernetes.io/metadata.name") != "default" || ns.str("status", "phase") != "Active" {
 		t.Fatalf("namespace defaults: %s", ns.body)
 	}
+
+	// A namespace with finalized content stays until the content is gone.
+	c.createNS("held")
+	c.createCM("held", "a", nil, nil)
+	c.mustCode(c.do("POST", nsPath("held", "configmaps"), "", map[string]any{"metadata": map[string]any{"name": "f", "finalizers": []string{"example.com/hold"}}}), 201)
+	c.mustCode(c.do("DELETE", "/api/v1/namespaces/held", "", nil), 200)
+	c.mustCode(c.get(nsPath("held", "configmaps")+"/a"), 404)
+	c.mustCode(c.get("/api/v1/namespaces/held"), 200)
+	c.mustCode(c.do("PATCH", nsPath("held", "configmaps")+"/f", "application/merge-patch+json", `{"metadata":{"finalizers":null}}`), 200)
+	c.mustCode(c.get("/api/v1/namespaces/held"), 404)
+
+	// Deleting the content costs O(n log n), not a sort per object (20k
+	// objects took minutes that way).
+	if _, err := srv.Seed(SeedSpec{Resource: "configmaps", Namespace: "big", Count: 20000, Bytes: 200}); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	c.mustCode(c.do("DELETE", "/api/v1/namespaces/big", "", nil), 200)
+	if took := time.Since(began); took > 15*time.Second {
+		t.Errorf("deleting a namespace of 20000 objects took %v", took)
+	}
+	c.mustCode(c.get("/api/v1/namespaces/big"), 404)
 }
 
 func TestSelectorsUseTheFullSyntax(t *testing.T) {
@@ -315,9 +365,14 @@ func TestSelectorsUseTheFullSyntax(t *testing.T) {
 			t.Errorf("%s: %d %s", q, r.code, r.body)
 		}
 	}
-	if r := c.get("/api/v1/configmaps?fieldSelector=data.k%3Dv"); !strings.Contains(r.str("message"), "field label not supported: data.k") {
+	// Kinds without their own field label conversion get the generic message.
+	if r := c.get("/api/v1/configmaps?fieldSelector=data.k%3Dv"); r.str("message") != `"data.k" is not a known field selector: only "metadata.name", "metadata.namespace"` {
 		t.Errorf("message: %s", r.body)
 	}
+	if r := c.get("/api/v1/secrets?fieldSelector=data.k%3Dv"); r.str("message") != "field label not supported: data.k" {
+		t.Errorf("message: %s", r.body)
+	}
+	c.mustCode(c.get("/api/v1/services?fieldSelector=spec.type%3DClusterIP,spec.clusterIP%3D10.0.0.1"), 200)
 }
 
 func TestListResourceVersionSemantics(t *testing.T) {
@@ -388,12 +443,16 @@ func TestListResourceVersionSemantics(t *testing.T) {
 			}
 		})
 	}
-	r := c.get(p + "?resourceVersion=" + u(cur+100))
-	if !strings.Contains(r.str("message"), "Too large resource version") || r.header.Get("Retry-After") != "1" {
-		t.Fatalf("too large: %s %v", r.body, r.header)
+	for _, q := range []string{"", "&resourceVersionMatch=Exact", "&limit=1"} {
+		// The watch cache serves exact lists too: the same wait and answer.
+		r := c.get(p + "?resourceVersion=" + u(cur+100) + q)
+		if r.code != 504 || r.str("message") != fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", cur+100, cur) ||
+			r.header.Get("Retry-After") != "1" || r.obj["details"].(map[string]any)["retryAfterSeconds"] != float64(1) {
+			t.Fatalf("too large %q: %s %v", q, r.body, r.header)
+		}
 	}
 	srv.store.compact(nil)
-	r = c.mustCode(c.get(p+"?resourceVersion="+u(rv5)+"&resourceVersionMatch=Exact"), 410)
+	r := c.mustCode(c.get(p+"?resourceVersion="+u(rv5)+"&resourceVersionMatch=Exact"), 410)
 	if r.str("reason") != "Expired" || r.str("message") != msgListTooOld {
 		t.Fatalf("exact after compaction: %s", r.body)
 	}
@@ -481,6 +540,10 @@ func TestManagedFieldsRecordTheWriters(t *testing.T) {
 	if len(mf) != 1 || e["manager"] != "tester" || e["operation"] != "Update" || e["apiVersion"] != "v1" || e["fieldsType"] != "FieldsV1" ||
 		fv["f:data"].(map[string]any)["f:k"] == nil || fv["f:metadata"].(map[string]any)["f:labels"].(map[string]any)["f:l"] == nil {
 		t.Fatalf("managedFields %v", mf)
+	}
+	// As the real server writes them: the maps themselves are members ("."), metadata is not.
+	if b, _ := json.Marshal(fv); string(b) != `{"f:data":{".":{},"f:k":{}},"f:metadata":{"f:labels":{".":{},"f:l":{}}}}` {
+		t.Fatalf("fieldsV1 %s", b)
 	}
 	// A no-op update (managedFields omitted) writes nothing.
 	body := cm("a", map[string]string{"l": "1"}, map[string]string{"k": "v"})

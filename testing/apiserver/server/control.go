@@ -180,7 +180,11 @@ func (s *Server) InjectFault(spec FaultSpec) (FaultResult, error) {
 			}
 		})}, nil
 	case FaultCompact:
-		s.store.compact(res)
+		if spec.Mode == "etcd" {
+			s.store.compactStorage(res)
+		} else {
+			s.store.compact(res)
+		}
 		return FaultResult{}, nil
 	case FaultRefuse:
 		d := spec.duration()

@@ -20,7 +20,7 @@ const (
 	FaultTruncate         = "truncate"          // request: cut the response in the middle of a JSON value, then drop the connection
 	FaultStall            = "stall"             // request: after AfterEvents events send nothing more for DurationMs (0: until the client leaves)
 	FaultSlow             = "slow"              // request: write the response at BytesPerSecond
-	FaultCompact          = "compact"           // now: drop event history (410 for older watches, exact lists, continue tokens)
+	FaultCompact          = "compact"           // now: drop event history (410 for older watches, exact lists, continue tokens); mode "etcd": only exact lists and continue tokens
 	FaultRefuse           = "refuse"            // now: close the listener and reset all connections for DurationMs
 	FaultResetConnections = "reset-connections" // now: reset all open connections (TCP RST)
 	FaultBookmark         = "bookmark"          // now: send a BOOKMARK to every matching watch that allows them
@@ -45,7 +45,11 @@ type FaultSpec struct {
 	// AfterEvents delays stream faults until that many watch events were sent.
 	AfterEvents int `json:"afterEvents,omitempty"`
 	// Mode: for gone on watch, "event" (default; 200 then an ERROR event, as
-	// the real server does) or "status" (HTTP 410).
+	// the real server does) or "status" (HTTP 410). For compact, "etcd":
+	// compact the storage only, as kube-apiserver's periodic etcd compaction
+	// does (exact lists and continue tokens older than now get 410; watches
+	// are served from the watch cache's history, which compaction leaves
+	// alone); default: drop the history too.
 	Mode              string `json:"mode,omitempty"`
 	RetryAfterSeconds int    `json:"retryAfterSeconds,omitempty"`
 	BytesPerSecond    int    `json:"bytesPerSecond,omitempty"`
@@ -67,7 +71,11 @@ func (f *FaultSpec) validate() error {
 		if f.Type == FaultGone && f.Mode != "" && f.Mode != "event" && f.Mode != "status" {
 			return fmt.Errorf("gone mode must be event or status")
 		}
-	case FaultCloseWatches, FaultCompact, FaultRefuse, FaultResetConnections, FaultBookmark:
+	case FaultCompact:
+		if f.Mode != "" && f.Mode != "etcd" {
+			return fmt.Errorf("compact mode must be empty or etcd")
+		}
+	case FaultCloseWatches, FaultRefuse, FaultResetConnections, FaultBookmark:
 	default:
 		return fmt.Errorf("unknown fault type %q", f.Type)
 	}

@@ -211,8 +211,11 @@ func TestStreamFaults(t *testing.T) {
 		}
 	})
 	t.Run("bookmark on request", func(t *testing.T) {
+		// Wait for this watch to be registered: the earlier subtests' watches
+		// may still be open, so WatchesOpen >= 1 proves nothing.
+		before := srv.Stats().WatchesTotal
 		w := c.watch(p + "?watch=1&allowWatchBookmarks=true&resourceVersion=" + itoa(srv.store.CurrentRV()))
-		waitFor(t, func() bool { return srv.Stats().WatchesOpen >= 1 })
+		waitFor(t, func() bool { return srv.Stats().WatchesTotal > before })
 		c.fault(map[string]any{"type": "bookmark"})
 		if e := w.next(t, true); e.Type != "BOOKMARK" {
 			t.Fatal(e.Type)
@@ -231,6 +234,29 @@ func TestStreamFaults(t *testing.T) {
 		w := c.watch(p + "?watch=1&resourceVersion=" + old)
 		if e := w.next(t, false); e.Type != "ERROR" || e.Object["code"] != float64(410) {
 			t.Fatalf("%v", e)
+		}
+	})
+	t.Run("compact etcd", func(t *testing.T) {
+		// Like kube-apiserver's etcd compaction under its watch cache: exact
+		// lists and continue tokens from before it get 410, watches from
+		// before it still replay the history.
+		old := itoa(srv.store.CurrentRV())
+		page := c.mustCode(c.get(p+"?limit=1"), 200)
+		c.mustCode(c.do("PATCH", p+"/a", "application/merge-patch+json", `{"data":{"z":"3"}}`), 200)
+		c.fault(map[string]any{"type": "compact", "resource": "configmaps", "mode": "etcd"})
+		if r := c.get(p + "?resourceVersionMatch=Exact&resourceVersion=" + old); r.code != 410 || r.str("message") != msgListTooOld {
+			t.Fatalf("exact list: %d %s", r.code, r.body)
+		}
+		if r := c.get(p + "?limit=1&continue=" + page.str("metadata", "continue")); r.code != 410 || r.str("metadata", "continue") == "" {
+			t.Fatalf("continue: %d %s", r.code, r.body)
+		}
+		w := c.watch(p + "?watch=1&resourceVersion=" + old)
+		if e := w.next(t, false); e.Type != "MODIFIED" {
+			t.Fatalf("watch from before the compaction: %v", e)
+		}
+		c.mustCode(c.get(p+"?resourceVersionMatch=Exact&resourceVersion="+itoa(srv.store.CurrentRV())), 200)
+		if r := c.do("POST", "/_fake/faults", "", map[string]any{"type": "compact", "mode": "bogus"}); r.code != 400 {
+			t.Fatalf("bad mode: %d %s", r.code, r.body)
 		}
 	})
 }

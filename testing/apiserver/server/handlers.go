@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
 
@@ -352,12 +353,23 @@ func parseSelectors(d *ResourceDef, label, field string) (labels.Selector, field
 		}
 		for _, req := range s.Requirements() {
 			if !fieldSupported(d, req.Field) {
-				return nil, nil, errBadRequest(fmt.Sprintf("field label not supported: %s", req.Field))
+				return nil, nil, errBadRequest(fieldNotSupported(d, req.Field))
 			}
 		}
 		fs = s
 	}
 	return ls, fs, nil
+}
+
+// fieldNotSupported is the message of the resource's field label conversion:
+// kinds that register their own (pods, secrets, namespaces, services, custom
+// resources) say "field label not supported", the others get
+// runtime.DefaultMetaV1FieldSelectorConversion's.
+func fieldNotSupported(d *ResourceDef, f string) string {
+	if len(d.ExtraFieldSelectors) > 0 || d.CustomResource {
+		return fmt.Sprintf("field label not supported: %s", f)
+	}
+	return fmt.Sprintf("%q is not a known field selector: only %q, %q", f, "metadata.name", "metadata.namespace")
 }
 
 func fieldSupported(d *ResourceDef, f string) bool {
@@ -472,17 +484,42 @@ func strategicSchema(d *ResourceDef) any {
 func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
 	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
 	d := &rq.res.def
-	var apply func(orig, patch []byte) ([]byte, error)
+	// Errors as the apiserver's patch handler maps them. fieldValidation
+	// (default Warn) first decodes the patch strictly, once the object was
+	// found: a JSON patch into []handlers.jsonPatchOp, a merge patch into a
+	// map (null decodes into either).
+	var apply func(orig, patch []byte) ([]byte, *apiError)
 	switch mt {
 	case "application/merge-patch+json":
-		apply = jsonpatch.MergePatch
+		apply = func(orig, patch []byte) ([]byte, *apiError) {
+			if k := jsonKind(patch); k != "object" && k != "null" {
+				return nil, errBadRequest("error decoding patch: json: cannot unmarshal " + k + " into Go value of type map[string]interface {}")
+			}
+			out, err := jsonpatch.MergePatch(orig, patch)
+			switch {
+			case err == jsonpatch.ErrBadJSONPatch:
+				return nil, errBadRequest(err.Error())
+			case err != nil:
+				return nil, &apiError{Code: 422, Reason: "Invalid", Message: err.Error()}
+			}
+			return out, nil
+		}
 	case "application/json-patch+json":
-		apply = func(orig, patch []byte) ([]byte, error) {
+		apply = func(orig, patch []byte) ([]byte, *apiError) {
+			if k := jsonKind(patch); k != "array" && k != "null" {
+				return nil, errBadRequest("error decoding patch: json: cannot unmarshal " + k + " into Go value of type []handlers.jsonPatchOp")
+			}
 			p, err := jsonpatch.DecodePatch(patch)
 			if err != nil {
-				return nil, err
+				return nil, errBadRequest(err.Error())
 			}
-			return p.Apply(orig)
+			out, err := p.Apply(orig)
+			if err != nil {
+				// apierrors.NewGenericServerResponse(422, ...): the reason of the
+				// failure (a failed "test", a missing path) is not in the answer.
+				return nil, errPatchRejected()
+			}
+			return out, nil
 		}
 	case "application/strategic-merge-patch+json":
 		schema := strategicSchema(d)
@@ -490,8 +527,18 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 			writeError(w, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"})
 			return
 		}
-		apply = func(orig, patch []byte) ([]byte, error) {
-			return strategicpatch.StrategicMergePatch(orig, patch, schema)
+		apply = func(orig, patch []byte) ([]byte, *apiError) {
+			out, err := strategicpatch.StrategicMergePatch(orig, patch, schema)
+			switch err {
+			case nil:
+				return out, nil
+			case mergepatch.ErrBadJSONDoc, mergepatch.ErrBadPatchFormatForPrimitiveList, mergepatch.ErrBadPatchFormatForRetainKeys,
+				mergepatch.ErrBadPatchFormatForSetElementOrderList, mergepatch.ErrUnsupportedStrategicMergePatchFormat:
+				return nil, errBadRequest(err.Error())
+			case mergepatch.ErrNoListOfLists, mergepatch.ErrPatchContentNotMatchRetainKeys:
+				return nil, errPatchRejected()
+			}
+			return nil, &apiError{Code: 422, Reason: "Invalid", Message: err.Error()}
 		}
 	default:
 		writeError(w, errUnsupportedMediaType(mt))
@@ -502,12 +549,16 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 		writeError(w, aerr)
 		return
 	}
+	if !json.Valid(patch) { // checked before the object is looked up
+		writeError(w, errBadRequest("invalid JSON patch"))
+		return
+	}
 	st := srv.store
 	st.mu.Lock()
 	o, aerr := st.updateLocked(rq.res, objectKey(rq.namespace, rq.name), rq.name, "", func(cur *object) (map[string]any, *apiError) {
-		out, err := apply(cur.full, patch)
-		if err != nil {
-			return nil, &apiError{Code: 422, Reason: "Invalid", Message: err.Error()}
+		out, aerr := apply(cur.full, patch)
+		if aerr != nil {
+			return nil, aerr
 		}
 		m, err := decodeJSON(out)
 		if err != nil {
@@ -524,6 +575,28 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 		return
 	}
 	srv.writeObject(w, req, http.StatusOK, o.full, f)
+}
+
+// jsonKind names the kind of a valid JSON value as encoding/json's
+// UnmarshalTypeError does: object, array, string, number, bool or null.
+func jsonKind(b []byte) string {
+	b = bytes.TrimLeft(b, " \t\r\n")
+	if len(b) == 0 {
+		return "null"
+	}
+	switch b[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
 }
 
 type deleteOptions struct {

@@ -102,7 +102,7 @@ func (s *Store) Create(r *resourceStore, ns string, data map[string]any, o write
 	}
 	prepareCreateDefaults(d, data, meta, name)
 	if o.manager != "" {
-		recordManager(meta, nil, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), data)
+		recordManager(meta, nil, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), data, d.CustomResource)
 	}
 
 	s.mu.Lock()
@@ -257,7 +257,7 @@ func (s *Store) updateLocked(r *resourceStore, key, name, wantRV string, mutate 
 	}
 	if o.manager != "" {
 		prev, _ := nm["managedFields"].([]any)
-		recordManager(nm, prev, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), next)
+		recordManager(nm, prev, o.manager, d.GroupVersion(), o.subresource, timestamp(s.now()), next, d.CustomResource)
 	}
 	if o.dryRun {
 		obj, err := r.finish(next, "")
@@ -343,10 +343,10 @@ func (s *Store) deleteLocked(r *resourceStore, key, name string, pre deletePreco
 		return nil, false, errNotFound(d, name)
 	}
 	if pre.UID != nil && *pre.UID != cur.uid {
-		return nil, false, errConflict(d, name, fmt.Sprintf("Precondition failed: UID in precondition: %v, UID in object meta: %v", *pre.UID, cur.uid))
+		return nil, false, errPreconditionConflict(d, name, fmt.Sprintf("the UID in the precondition (%s) does not match the UID in record (%s). The object might have been deleted and then recreated", *pre.UID, cur.uid))
 	}
 	if pre.ResourceVersion != nil && *pre.ResourceVersion != strconv.FormatUint(cur.rv, 10) {
-		return nil, false, errConflict(d, name, fmt.Sprintf("Precondition failed: ResourceVersion in precondition: %v, ResourceVersion in object meta: %v", *pre.ResourceVersion, cur.rv))
+		return nil, false, errPreconditionConflict(d, name, fmt.Sprintf("the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%d). The object might have been modified", *pre.ResourceVersion, cur.rv))
 	}
 	if o.dryRun {
 		return cur, !hasFinalizers(r, cur), nil
@@ -394,6 +394,7 @@ func (s *Store) deleteLocked(r *resourceStore, key, name string, pre deletePreco
 // terminateNamespaceLocked does the namespace controller's work at once:
 // delete everything in the namespace, then the namespace when it is empty.
 func (s *Store) terminateNamespaceLocked(ns string) {
+	s.emptying = ns
 	for _, r := range s.order {
 		if !r.def.Namespaced {
 			continue
@@ -402,12 +403,13 @@ func (s *Store) terminateNamespaceLocked(ns string) {
 			_, _, _ = s.deleteLocked(r, o.key, o.name, deletePreconditions{}, writeOpts{})
 		}
 	}
+	s.emptying = ""
 	s.maybeFinishNamespaceLocked(ns)
 }
 
 func (s *Store) maybeFinishNamespaceLocked(ns string) {
 	nss := s.nsStoreLocked()
-	if nss == nil {
+	if nss == nil || ns == s.emptying {
 		return
 	}
 	n := nss.objects[ns]

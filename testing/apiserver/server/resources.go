@@ -86,7 +86,8 @@ func BuiltinResources() []ResourceDef {
 		{Version: "v1", Resource: "secrets", Kind: "Secret", Namespaced: true, ExtraFieldSelectors: []string{"type"}},
 		{Version: "v1", Resource: "pods", Kind: "Pod", Namespaced: true, ShortNames: []string{"po"}, Categories: []string{"all"}, Status: true, Generation: GenerationSpec,
 			ExtraFieldSelectors: []string{"spec.nodeName", "spec.restartPolicy", "spec.schedulerName", "spec.serviceAccountName", "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName"}},
-		{Version: "v1", Resource: "services", Kind: "Service", Namespaced: true, ShortNames: []string{"svc"}, Categories: []string{"all"}, Status: true},
+		{Version: "v1", Resource: "services", Kind: "Service", Namespaced: true, ShortNames: []string{"svc"}, Categories: []string{"all"}, Status: true,
+			ExtraFieldSelectors: []string{"spec.clusterIP", "spec.type"}},
 		{Group: "apps", Version: "v1", Resource: "deployments", Kind: "Deployment", Namespaced: true, ShortNames: []string{"deploy"}, Categories: []string{"all"}, Status: true, Generation: GenerationSpec},
 		{Group: "coordination.k8s.io", Version: "v1", Resource: "leases", Kind: "Lease", Namespaced: true},
 	}

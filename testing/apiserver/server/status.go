@@ -111,7 +111,27 @@ func errConflict(r *ResourceDef, name, why string) *apiError {
 	return &apiError{Code: 409, Reason: "Conflict", Message: fmt.Sprintf("Operation cannot be fulfilled on %s %q: %s", qualified(r), name, why), Details: details(r, name)}
 }
 
+// errPreconditionConflict is the Conflict of rest.BeforeDelete's
+// precondition checks, which name the Kind where other errors name the
+// resource: "Operation cannot be fulfilled on ConfigMap "a": ...", details
+// kind "ConfigMap".
+func errPreconditionConflict(r *ResourceDef, name, why string) *apiError {
+	gk := r.Kind
+	if r.Group != "" {
+		gk = r.Kind + "." + r.Group
+	}
+	return &apiError{Code: 409, Reason: "Conflict", Message: fmt.Sprintf("Operation cannot be fulfilled on %s %q: %s", gk, name, why),
+		Details: &statusDetails{Name: name, Group: r.Group, Kind: r.Kind}}
+}
+
 const conflictModified = "the object has been modified; please apply your changes to the latest version and try again"
+
+// errPatchRejected is apierrors.NewGenericServerResponse(422, "", {}, "", ...)
+// as the patch handler returns it when a JSON patch does not apply: a fixed
+// message and empty details.
+func errPatchRejected() *apiError {
+	return &apiError{Code: 422, Reason: "Invalid", Message: "the server rejected our request due to an error in our request", Details: &statusDetails{}}
+}
 
 func errBadRequest(msg string) *apiError {
 	return &apiError{Code: 400, Reason: "BadRequest", Message: msg}
@@ -164,15 +184,15 @@ func errTooOldWatch(rv, floor uint64) *apiError {
 	return errExpired(fmt.Sprintf("too old resource version: %d (%d)", rv, floor))
 }
 
-// errTooLargeRV is storage.NewTooLargeResourceVersionError: the watch cache
-// asks to retry after a second, etcd (exact reads) gives no retry hint.
-func errTooLargeRV(want, cur uint64) *apiError { return tooLargeRV(want, cur, tooLargeRetrySeconds) }
-
-func tooLargeRV(want, cur uint64, retry int) *apiError {
+// errTooLargeRV is storage.NewTooLargeResourceVersionError as the watch
+// cache returns it (it serves exact lists too, from its snapshots): a
+// Timeout ("Timeout: " + message, as apierrors.NewTimeoutError builds it)
+// asking to retry after a second.
+func errTooLargeRV(want, cur uint64) *apiError {
 	return &apiError{Code: 504, Reason: "Timeout",
-		Message:    fmt.Sprintf("Too large resource version: %d, current: %d", want, cur),
+		Message:    fmt.Sprintf("Timeout: Too large resource version: %d, current: %d", want, cur),
 		Details:    &statusDetails{Causes: []statusCause{{Type: causeTypeRVTooLarge, Message: msgTooLargeCauseShort}}},
-		RetryAfter: retry}
+		RetryAfter: tooLargeRetrySeconds}
 }
 
 func errTooManyRequests(retryAfter int) *apiError {

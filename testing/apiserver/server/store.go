@@ -31,6 +31,10 @@ type Store struct {
 	now          func() time.Time
 	anyChange    chan struct{} // GUARDED_BY(mu): closed and replaced on every commit
 	tooLargeWait time.Duration
+	// emptying is the namespace terminateNamespaceLocked is deleting the
+	// content of (GUARDED_BY(mu)): it checks once at the end whether the
+	// namespace can go, not after every deletion (each check sorts the keys).
+	emptying string
 }
 
 // resourceStore is one resource's current state and its bounded event history.
@@ -46,8 +50,11 @@ type resourceStore struct {
 	hist    ring
 	// floor is the oldest resourceVersion a watch may start from (and a list
 	// may be served at): every event of this resource after floor is in hist.
-	floor  uint64
-	notify chan struct{} // closed and replaced when an event is appended
+	floor uint64
+	// compacted is the storage's compaction revision: exact lists and
+	// continue tokens need a resourceVersion >= max(floor, compacted).
+	compacted uint64
+	notify    chan struct{} // closed and replaced when an event is appended
 
 	watchMu  sync.Mutex
 	watchers map[*watchState]struct{} // GUARDED_BY(watchMu)
@@ -253,6 +260,22 @@ func (s *Store) compact(r *resourceStore) {
 	}
 }
 
+// compactStorage compacts r's storage (all resources if nil) at the current
+// revision, keeping the watch history: exact lists and continue tokens
+// older than now get 410 Gone, watches do not.
+func (s *Store) compactStorage(r *resourceStore) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, x := range s.order {
+		if r == nil || x == r {
+			x.compacted = s.rv
+		}
+	}
+}
+
+// listFloorLocked is the oldest resourceVersion r can serve a list at.
+func (r *resourceStore) listFloorLocked() uint64 { return max(r.floor, r.compacted) }
+
 func (r *resourceStore) sortedKeysLocked() []string {
 	if r.dirty || r.sorted == nil {
 		keys := make([]string, 0, len(r.objects))
@@ -384,20 +407,20 @@ func encodeContinue(startKey string, rv int64) string {
 func decodeContinue(tok string) (string, int64, *apiError) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return "", 0, errBadRequest("continue key is not valid: " + err.Error())
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: " + err.Error())
 	}
 	var c continueToken
 	if err := json.Unmarshal(b, &c); err != nil {
-		return "", 0, errBadRequest("continue key is not valid: " + err.Error())
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: " + err.Error())
 	}
 	if c.APIVersion != "meta.k8s.io/v1" {
-		return "", 0, errBadRequest("continue key is not valid: server does not recognize this encoded version " + c.APIVersion)
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: server does not recognize this encoded version " + c.APIVersion)
 	}
 	if c.ResourceVersion == 0 {
-		return "", 0, errBadRequest("continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: incorrect encoded start resourceVersion (version meta.k8s.io/v1)")
 	}
 	if c.StartKey == "" {
-		return "", 0, errBadRequest("continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: encoded start key empty (version meta.k8s.io/v1)")
 	}
 	k := c.StartKey
 	if !strings.HasPrefix(k, "/") {
@@ -405,7 +428,7 @@ func decodeContinue(tok string) (string, int64, *apiError) {
 	}
 	// path.Clean would drop the trailing NUL's meaning; check traversal only.
 	if cleaned := path.Clean(strings.TrimSuffix(k, "\x00")); cleaned != strings.TrimSuffix(k, "\x00") {
-		return "", 0, errBadRequest("continue key is not valid: " + c.StartKey)
+		return "", 0, errBadRequest("invalid continue token: continue key is not valid: " + c.StartKey)
 	}
 	return k[1:], c.ResourceVersion, nil
 }
@@ -413,9 +436,14 @@ func decodeContinue(tok string) (string, int64, *apiError) {
 func parseRV(s string) (uint64, *apiError) {
 	v, err := strconv.ParseUint(s, 10, 64)
 	if err != nil {
-		return 0, errBadRequest(fmt.Sprintf("invalid resource version: %v", err))
+		return 0, errBadRequest("invalid resource version: " + invalidRVMessage(s, err))
 	}
 	return v, nil
+}
+
+// invalidRVMessage is the field.Invalid error of storage.APIObjectVersioner.
+func invalidRVMessage(rv string, err error) string {
+	return fmt.Sprintf("resourceVersion: Invalid value: %q: %v", rv, err)
 }
 
 func scopeOf(ns string) string {
@@ -443,7 +471,7 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 		}
 		startKey = scope + rel
 		s.mu.RLock()
-		floor, cur := r.floor, s.rv
+		floor, cur := r.listFloorLocked(), s.rv
 		s.mu.RUnlock()
 		switch {
 		case tokRV == -1:
@@ -460,12 +488,12 @@ func (s *Store) List(ctx context.Context, r *resourceStore, q listQuery) (*listR
 		if aerr != nil {
 			return nil, aerr
 		}
-		s.mu.RLock()
-		floor, cur := r.floor, s.rv
-		s.mu.RUnlock()
-		if n > cur {
-			return nil, tooLargeRV(n, cur, 0) // from etcd: no retry hint
+		if cur, ok := s.waitForRV(ctx, n, s.tooLargeWait); !ok {
+			return nil, errTooLargeRV(n, cur)
 		}
+		s.mu.RLock()
+		floor := r.listFloorLocked()
+		s.mu.RUnlock()
 		if n < floor {
 			return nil, errExpired(msgListTooOld)
 		}

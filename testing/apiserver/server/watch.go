@@ -167,6 +167,16 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 		}
 	}
 
+	// The watch cache parses the resourceVersion first and returns the
+	// storage layer's error as it is, which the apiserver answers with a 500
+	// of no reason (it is not a Status).
+	if q.rv != "" {
+		if _, err := strconv.ParseUint(q.rv, 10, 64); err != nil {
+			writeError(w, &apiError{Code: 500, Message: invalidRVMessage(q.rv, err)})
+			return
+		}
+	}
+
 	// Decide the starting point, like the watch cache does.
 	var initial []*object
 	var initialEndRV uint64

@@ -1,19 +1,11 @@
 // Package e2e starts the real kube-apiserver through testing/kube/start
-// (building out/kube-testserver when needed) and checks with client-go that
-// kubectl-style requests work against it.
+// (building out/kube-testserver when needed; see package kubetest) and
+// checks with client-go that kubectl-style requests work against it.
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,134 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"informerd/testing/kube/kubetest"
 )
-
-// server is what the start script reported.
-type server struct {
-	kubeconfig             string
-	unprivilegedKubeconfig string
-	url                    string
-	pid                    int
-	log                    string
-}
-
-// startServer runs ../start and registers a cleanup that stops the server.
-func startServer(t *testing.T) *server {
-	t.Helper()
-	dir := t.TempDir()
-
-	// The script may have to build the binary first: allow for that, but
-	// stay inside the test binary's own deadline.
-	budget := 9 * time.Minute
-	if d, ok := t.Deadline(); ok {
-		budget = time.Until(d) - 90*time.Second
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
-	defer cancel()
-
-	script, err := filepath.Abs(filepath.Join("..", "start"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.CommandContext(ctx, script,
-		"--kubeconfig-out", filepath.Join(dir, "admin.kubeconfig"),
-		"--unprivileged-kubeconfig-out", filepath.Join(dir, "unprivileged.kubeconfig"),
-		"--log", filepath.Join(dir, "server.log"),
-		"--timeout", "120")
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	// The server is started in the background by the script and keeps the
-	// log file, not these pipes, open; don't wait for stray descendants.
-	cmd.WaitDelay = 10 * time.Second
-	began := time.Now()
-	err = cmd.Run()
-	t.Logf("start took %v; stderr:\n%s", time.Since(began).Round(time.Millisecond), stderr.String())
-	if err != nil {
-		t.Fatalf("start failed: %v\nstdout:\n%s", err, stdout.String())
-	}
-
-	s := &server{}
-	sc := bufio.NewScanner(&stdout)
-	for sc.Scan() {
-		key, value, ok := strings.Cut(sc.Text(), ": ")
-		if !ok {
-			continue
-		}
-		switch key {
-		case "kubeconfig":
-			s.kubeconfig = value
-		case "unprivileged-kubeconfig":
-			s.unprivilegedKubeconfig = value
-		case "server":
-			s.url = value
-		case "pid":
-			s.pid, err = strconv.Atoi(value)
-			if err != nil {
-				t.Fatalf("bad pid line %q", sc.Text())
-			}
-		case "log":
-			s.log = value
-		}
-	}
-	if s.pid <= 0 || s.kubeconfig == "" || s.unprivilegedKubeconfig == "" || s.url == "" {
-		t.Fatalf("start printed an incomplete report:\n%s", stdout.String())
-	}
-	t.Logf("server %s pid %d", s.url, s.pid)
-
-	t.Cleanup(func() { stopServer(t, s) })
-	return s
-}
-
-// stopServer sends SIGTERM and waits for the process to go away, then
-// checks from the log that the shutdown was the graceful one.
-func stopServer(t *testing.T, s *server) {
-	if err := syscall.Kill(s.pid, syscall.SIGTERM); err != nil {
-		t.Errorf("SIGTERM %d: %v", s.pid, err)
-		return
-	}
-	deadline := time.Now().Add(45 * time.Second)
-	for alive(s.pid) {
-		if time.Now().After(deadline) {
-			_ = syscall.Kill(s.pid, syscall.SIGKILL)
-			t.Errorf("server %d still running 45s after SIGTERM; killed", s.pid)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	log, err := os.ReadFile(s.log)
-	if err != nil {
-		t.Errorf("read server log: %v", err)
-		return
-	}
-	if !bytes.Contains(log, []byte("kube-testserver: signal received: shutting down")) {
-		t.Errorf("server log has no graceful-shutdown line; tail:\n%s", tail(log, 2000))
-	}
-	if t.Failed() {
-		t.Logf("server log tail:\n%s", tail(log, 4000))
-	}
-}
-
-// alive reports whether pid is a running (not zombie) process. The server
-// was started by the script, so it is not our child and we cannot wait(2).
-func alive(pid int) bool {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	// Field 3, after the parenthesised command name, is the state.
-	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
-		return stat[i+2] != 'Z'
-	}
-	return true
-}
-
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
 
 func clientFor(t *testing.T, kubeconfig string) *kubernetes.Clientset {
 	t.Helper()
@@ -171,9 +38,9 @@ func TestRealAPIServer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
 	}
-	s := startServer(t)
-	admin := clientFor(t, s.kubeconfig)
-	unprivileged := clientFor(t, s.unprivilegedKubeconfig)
+	s := kubetest.Start(t)
+	admin := clientFor(t, s.Kubeconfig)
+	unprivileged := clientFor(t, s.UnprivilegedKubeconfig)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -1,0 +1,179 @@
+// Package kubetest starts the real kube-apiserver of testing/kube (through
+// its start script, building out/kube-testserver when needed) for a Go test
+// and stops it in the test's cleanup, failed or not.
+package kubetest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Server is what the start script reported.
+type Server struct {
+	Kubeconfig             string
+	UnprivilegedKubeconfig string
+	URL                    string
+	PID                    int
+	Log                    string
+}
+
+// Start runs testing/kube/start and registers a cleanup that stops the
+// server (SIGTERM, then waits until the process is gone; SIGKILL after 45 s).
+// Arguments in serverArgs go to kube-testserver after the script's "--";
+// a further "--" among them starts the kube-apiserver flags.
+func Start(t testing.TB, serverArgs ...string) *Server {
+	t.Helper()
+	dir := t.TempDir()
+
+	// The script may have to build the binary first: allow for that, but
+	// stay inside the test binary's own deadline.
+	budget := 9 * time.Minute
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			budget = time.Until(dl) - 90*time.Second
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+
+	args := []string{
+		"--kubeconfig-out", filepath.Join(dir, "admin.kubeconfig"),
+		"--unprivileged-kubeconfig-out", filepath.Join(dir, "unprivileged.kubeconfig"),
+		"--log", filepath.Join(dir, "server.log"),
+		"--timeout", "120",
+	}
+	if len(serverArgs) > 0 {
+		args = append(append(args, "--"), serverArgs...)
+	}
+	cmd := exec.CommandContext(ctx, script(t), args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	// The server is started in the background by the script and keeps the
+	// log file, not these pipes, open; don't wait for stray descendants.
+	cmd.WaitDelay = 10 * time.Second
+	began := time.Now()
+	err := cmd.Run()
+	t.Logf("start took %v; stderr:\n%s", time.Since(began).Round(time.Millisecond), stderr.String())
+	s := &Server{}
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ": ")
+		if !ok {
+			continue
+		}
+		switch key {
+		case "kubeconfig":
+			s.Kubeconfig = value
+		case "unprivileged-kubeconfig":
+			s.UnprivilegedKubeconfig = value
+		case "server":
+			s.URL = value
+		case "pid":
+			s.PID, _ = strconv.Atoi(value)
+		case "log":
+			s.Log = value
+		}
+	}
+	if s.PID > 0 {
+		// Registered before any check can fail, so the server never outlives the test.
+		t.Cleanup(func() { Stop(t, s) })
+	}
+	if err != nil {
+		t.Fatalf("start failed: %v\nstdout:\n%s", err, stdout.String())
+	}
+	if s.PID <= 0 || s.Kubeconfig == "" || s.UnprivilegedKubeconfig == "" || s.URL == "" {
+		t.Fatalf("start printed an incomplete report:\n%s", stdout.String())
+	}
+	t.Logf("server %s pid %d", s.URL, s.PID)
+	return s
+}
+
+// script is the absolute path of testing/kube/start: next to this
+// package's source, or (a -trimpath build) next to the test's directory,
+// which go test makes the working directory.
+func script(t testing.TB) string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", "start")
+	}
+	p, err := filepath.Abs(filepath.Join("..", "start"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Stop sends SIGTERM and waits for the process to go away, then checks from
+// the log that the shutdown was the graceful one.
+func Stop(t testing.TB, s *Server) {
+	if err := syscall.Kill(s.PID, syscall.SIGTERM); err != nil {
+		t.Errorf("SIGTERM %d: %v", s.PID, err)
+		return
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for Alive(s.PID) {
+		if time.Now().After(deadline) {
+			_ = syscall.Kill(s.PID, syscall.SIGKILL)
+			t.Errorf("server %d still running 45s after SIGTERM; killed", s.PID)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	log, err := os.ReadFile(s.Log)
+	if err != nil {
+		t.Errorf("read server log: %v", err)
+		return
+	}
+	if !bytes.Contains(log, []byte("kube-testserver: signal received: shutting down")) {
+		t.Errorf("server log has no graceful-shutdown line; tail:\n%s", Tail(log, 2000))
+	}
+	if t.Failed() {
+		t.Logf("server log tail:\n%s", Tail(log, 4000))
+	}
+}
+
+// Alive reports whether pid is a running (not zombie) process. The server
+// was started by the script, so it is not our child and we cannot wait(2).
+func Alive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	// Field 3, after the parenthesised command name, is the state.
+	if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) {
+		return stat[i+2] != 'Z'
+	}
+	return true
+}
+
+// Tail is the last n bytes of b.
+func Tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// RESTConfig loads a kubeconfig the script wrote.
+func RESTConfig(t testing.TB, kubeconfig string) *rest.Config {
+	t.Helper()
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		t.Fatalf("load %s: %v", kubeconfig, err)
+	}
+	return cfg
+}

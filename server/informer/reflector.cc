@@ -369,8 +369,12 @@ absl::Status Reflector::WatchLoop(bool running) {
     {
       MutexLock lock(&mu_);
       while (!session_ended_ && !session_stalled_ && !stop_) cv_.Wait(&mu_);
-      stalled = session_stalled_ && !session_ended_;
       end = session_end_status_;
+      // The ListerWatcher's byte-level idle timeout (DeadlineExceeded, not from the server) is
+      // the same stall, seen first.
+      stalled = (session_stalled_ && !session_ended_) ||
+                (session_ended_ && end.code() == absl::StatusCode::kDeadlineExceeded &&
+                 client::ApiErrorCode(end) == 0);
       lasted = clock_->Now() - session_started_;
       events = session_events_;
       ++session_;  // whatever the stream still delivers is ignored

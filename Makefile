@@ -59,3 +59,13 @@ clean:
 .PHONY: kube-testserver
 kube-testserver:
 	testing/kube/start --build-only
+
+# Long randomized convergence of informers against testing/apiserver under random faults
+# (`make test` runs a short version). SOAK_ROUNDS / SOAK_OPS / SOAK_SEED tune it.
+SOAK_ROUNDS ?= 1500
+SOAK_OPS ?= 60
+.PHONY: soak
+soak: bootstrap
+	$(BAZEL) test //server/informer:convergence_test --test_output=streamed --test_timeout=14400 \
+	  --test_env=INFORMERD_CONVERGENCE_ROUNDS=$(SOAK_ROUNDS) --test_env=INFORMERD_CONVERGENCE_OPS=$(SOAK_OPS) \
+	  $(if $(SOAK_SEED),--test_env=INFORMERD_CONVERGENCE_SEED=$(SOAK_SEED),) --nocache_test_results

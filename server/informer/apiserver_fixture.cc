@@ -68,7 +68,7 @@ absl::Status ApiServerFixture::Immediate(absl::string_view json) {
 }
 
 std::unique_ptr<SharedInformer> ApiServerFixture::NewInformer(SharedInformerOptions options) {
-  options.name = absl::StrCat("configmaps@", ns_);
+  options.name = absl::StrCat("configmaps@", ns_, options.name.empty() ? "" : "/", options.name);
   options.lister_watcher = ClientListerWatcher::Create({.client = informer_client_.get(),
                                                         .resource = kConfigMaps,
                                                         .namespace_name = ns_})

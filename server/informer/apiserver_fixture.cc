@@ -107,10 +107,11 @@ absl::Status ApiServerFixture::Delete(const std::string& name) {
   return verify_client_->Delete(kConfigMaps, ns_, name);
 }
 
-absl::StatusOr<State> ApiServerFixture::ServerState() {
+absl::StatusOr<State> ListState(client::Client& client, const client::GroupVersionResource& resource,
+                                const std::string& namespace_name) {
   client::ListOptions options;
-  options.namespace_name = ns_;
-  absl::StatusOr<client::ListResult> list = verify_client_->List(kConfigMaps, options);
+  options.namespace_name = namespace_name;
+  absl::StatusOr<client::ListResult> list = client.List(resource, options);
   if (!list.ok()) return list.status();
   State state;
   for (const auto& object : list->items) {
@@ -120,7 +121,11 @@ absl::StatusOr<State> ApiServerFixture::ServerState() {
   return state;
 }
 
-State ApiServerFixture::CacheState(const SharedInformer& informer) {
+absl::StatusOr<State> ApiServerFixture::ServerState() {
+  return ListState(*verify_client_, kConfigMaps, ns_);
+}
+
+State CacheState(const SharedInformer& informer) {
   State state;
   for (const ObjectPtr& object : informer.store().List().objects) {
     state[std::string(object->key())] = {std::string(object->uid()),
@@ -146,6 +151,13 @@ std::string DescribeDifference(const State& want, const State& got) {
 }
 
 absl::Status ApiServerFixture::WaitConverged(SharedInformer& informer, absl::Duration timeout) {
+  return testing::WaitConverged(
+      informer, [this] { return ServerState(); }, timeout);
+}
+
+absl::Status WaitConverged(SharedInformer& informer,
+                           const std::function<absl::StatusOr<State>()>& server_state,
+                           absl::Duration timeout) {
   const absl::Time deadline = absl::Now() + timeout;
   // A listener of our own tells us when the cache changes: only then can a comparison that
   // failed succeed (the server changes only through this fixture).
@@ -171,7 +183,7 @@ absl::Status ApiServerFixture::WaitConverged(SharedInformer& informer, absl::Dur
       listener->Pop(size_t{1} << 20, &drained, /*wait=*/false);
       listener->Done(drained);
     } while (!drained.empty());
-    absl::StatusOr<State> server = ServerState();
+    absl::StatusOr<State> server = server_state();
     absl::Time wait_until = deadline;
     if (server.ok()) {
       difference = DescribeDifference(*server, CacheState(informer));

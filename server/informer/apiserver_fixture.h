@@ -17,6 +17,7 @@
 #define INFORMERD_SERVER_INFORMER_APISERVER_FIXTURE_H_
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -70,7 +71,6 @@ class ApiServerFixture {
   absl::Status Delete(const std::string& name);
 
   absl::StatusOr<State> ServerState();
-  static State CacheState(const SharedInformer& informer);
   // Waits until the cache equals the server's state; on timeout, an error describing a difference.
   // Re-compares whenever the cache changes (through a listener of its own).
   absl::Status WaitConverged(SharedInformer& informer, absl::Duration timeout = absl::Seconds(90));
@@ -85,6 +85,17 @@ class ApiServerFixture {
 
 // A short description of how `a` and `b` differ ("" when equal).
 std::string DescribeDifference(const State& want, const State& got);
+
+// The objects of `resource` in `namespace_name` as the server has them now (a consistent read).
+absl::StatusOr<State> ListState(client::Client& client, const client::GroupVersionResource& resource,
+                                const std::string& namespace_name);
+// What the informer's cache holds.
+State CacheState(const SharedInformer& informer);
+// Waits until the informer's cache equals `server_state()`, comparing again whenever the cache
+// changes (through a listener of its own) — or every 100 ms while server_state() fails.
+absl::Status WaitConverged(SharedInformer& informer,
+                           const std::function<absl::StatusOr<State>()>& server_state,
+                           absl::Duration timeout);
 
 }  // namespace informerd::informer::testing
 

@@ -1,0 +1,202 @@
+// Informers against a real kube-apiserver (testing/kube: kube-apiserver v1.37 with embedded etcd
+// on loopback), started for this test: ConfigMap and Pod informers, by list and by streaming list,
+// sync and follow creates, updates, label changes and deletes; what they store has no
+// managedFields although the real server writes them.
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "client/client.h"
+#include "client/fake_apiserver.h"
+#include "client/kubeconfig.h"
+#include "client/test_files.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/informer/apiserver_fixture.h"
+#include "server/informer/client_lister_watcher.h"
+#include "server/informer/shared_informer.h"
+
+namespace informerd::informer {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+const client::GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
+const client::GroupVersionResource kPods{"", "v1", "pods"};
+const client::GroupVersionResource kNamespaces{"", "v1", "namespaces"};
+
+// Runs testing/kube/start (which builds the server when needed, starts it detached and waits
+// until it is ready) and stops the server with SIGTERM at the end.
+class RealApiServer {
+ public:
+  static std::unique_ptr<RealApiServer> Start() {
+    const std::string root = client::testing::WorkspaceRoot();
+    if (root.empty()) return nullptr;
+    std::unique_ptr<RealApiServer> server(new RealApiServer());
+    server->kubeconfig_ = client::testing::MakeTempDir() + "/kubeconfig";
+    const passwd* user = getpwuid(getuid());
+    // Bazel clears HOME; Go keeps its build cache under the real one.
+    const std::string command = absl::StrCat(
+        "HOME=", user != nullptr ? user->pw_dir : "/root", " ", root,
+        "/testing/kube/start --timeout 240 --kubeconfig-out ", server->kubeconfig_);
+    FILE* out = popen(command.c_str(), "r");
+    if (out == nullptr) return nullptr;
+    char buffer[4096];
+    while (fgets(buffer, sizeof(buffer), out) != nullptr) {
+      absl::string_view line = absl::StripTrailingAsciiWhitespace(buffer);
+      if (absl::ConsumePrefix(&line, "pid: ")) (void)absl::SimpleAtoi(line, &server->pid_);
+    }
+    if (pclose(out) != 0 || server->pid_ <= 0) return nullptr;
+    return server;
+  }
+  ~RealApiServer() {
+    if (pid_ <= 0) return;
+    // The script detached the server: wait for its exit through a pidfd.
+    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
+    kill(pid_, SIGTERM);
+    if (fd >= 0) {
+      pollfd p{fd, POLLIN, 0};
+      poll(&p, 1, 60000);
+      close(fd);
+    }
+  }
+  const std::string& kubeconfig() const { return kubeconfig_; }
+
+ private:
+  RealApiServer() = default;
+  std::string kubeconfig_;
+  int pid_ = 0;
+};
+
+class SharedInformerKubeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { server_ = RealApiServer::Start().release(); }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr) << "testing/kube/start failed";
+    absl::StatusOr<client::RestConfig> config =
+        client::LoadKubeconfig({.paths = {server_->kubeconfig()}});
+    ASSERT_TRUE(config.ok()) << config.status();
+    client_ = client::Client::Create({.config = *config, .user_agent = "informerd-kube-test"}).value();
+  }
+
+  std::unique_ptr<SharedInformer> Informer(const client::GroupVersionResource& resource,
+                                           const std::string& ns, bool streaming) {
+    SharedInformerOptions options;
+    options.name = absl::StrCat(resource.resource, "@", ns, streaming ? "/streaming" : "/listing");
+    options.lister_watcher = ClientListerWatcher::Create(
+                                 {.client = client_.get(), .resource = resource, .namespace_name = ns})
+                                 .value();
+    options.use_streaming_list = streaming;
+    auto informer = SharedInformer::Create(std::move(options)).value();
+    EXPECT_TRUE(informer->Start().ok());
+    return informer;
+  }
+
+  void ExpectConverged(SharedInformer& informer, const client::GroupVersionResource& resource,
+                       const std::string& ns) {
+    absl::Status s = testing::WaitConverged(
+        informer, [&] { return testing::ListState(*client_, resource, ns); }, absl::Seconds(60));
+    EXPECT_TRUE(s.ok()) << informer.name() << ": " << s;
+  }
+
+  std::string Namespace(const std::string& name) {
+    EXPECT_TRUE(client_
+                    ->Create(kNamespaces, "",
+                             absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                                          name, R"("}})"))
+                    .ok());
+    return name;
+  }
+
+  static RealApiServer* server_;
+  std::unique_ptr<client::Client> client_;
+};
+RealApiServer* SharedInformerKubeTest::server_ = nullptr;
+
+std::string ConfigMap(const std::string& name, const std::string& value) {
+  return absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name,
+                      R"(","labels":{"app":"web"}},"data":{"v":")", value, R"("}})");
+}
+
+std::string Pod(const std::string& name) {
+  return absl::StrCat(R"({"apiVersion":"v1","kind":"Pod","metadata":{"name":")", name,
+                      R"(","labels":{"app":"web"}},"spec":{"containers":[{"name":"c","image":"busybox"}]}})");
+}
+
+TEST_F(SharedInformerKubeTest, ConfigMapInformersSyncAndFollowChanges) {
+  const std::string ns = Namespace("informer-configmaps");
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap(absl::StrCat("cm-", i), "0")).ok());
+  }
+  auto listing = Informer(kConfigMaps, ns, /*streaming=*/false);
+  auto streaming = Informer(kConfigMaps, ns, /*streaming=*/true);
+  ExpectConverged(*listing, kConfigMaps, ns);
+  ExpectConverged(*streaming, kConfigMaps, ns);
+  // kube-apiserver v1.37 serves streaming lists, but it gzips watch responses and client/'s
+  // transport currently ends such a stream with CURLE_WRITE_ERROR after its first chunk; the
+  // streaming informer then falls back to listing, which this test shows still converges.
+  const ReflectorStatus status = streaming->reflector_status();
+  std::printf("streaming informer: %llu streaming syncs, %llu fallbacks to listing\n",
+              static_cast<unsigned long long>(status.streaming_syncs),
+              static_cast<unsigned long long>(status.streaming_list_fallbacks));
+  EXPECT_EQ(status.streaming_syncs + status.streaming_list_fallbacks, 1u);
+  EXPECT_EQ(listing->reflector_status().streaming_syncs, 0u);
+
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(client_
+                    ->Patch(kConfigMaps, ns, absl::StrCat("cm-", i), client::PatchType::kMerge,
+                            R"({"data":{"v":"1"}})")
+                    .ok());
+  }
+  for (int i = 10; i < 15; ++i) {
+    ASSERT_TRUE(client_->Delete(kConfigMaps, ns, absl::StrCat("cm-", i)).ok());
+  }
+  ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap("late", "x")).ok());
+  ExpectConverged(*listing, kConfigMaps, ns);
+  ExpectConverged(*streaming, kConfigMaps, ns);
+
+  ObjectPtr cm = listing->store().Get(absl::StrCat(ns, "/cm-0")).object;
+  ASSERT_NE(cm, nullptr);
+  EXPECT_THAT(cm->json(), HasSubstr(R"("v":"1")"));
+  EXPECT_THAT(cm->json(), Not(HasSubstr("managedFields")));
+  EXPECT_EQ(listing->lister().ListNamespace(ns, LabelSelector::Parse("app=web").value()).objects.size(),
+            26u);
+}
+
+TEST_F(SharedInformerKubeTest, PodInformersSyncAndFollowChanges) {
+  const std::string ns = Namespace("informer-pods");
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(client_->Create(kPods, ns, Pod(absl::StrCat("p-", i))).ok());
+  auto listing = Informer(kPods, ns, /*streaming=*/false);
+  auto streaming = Informer(kPods, ns, /*streaming=*/true);
+  ExpectConverged(*listing, kPods, ns);
+  ExpectConverged(*streaming, kPods, ns);
+
+  ASSERT_TRUE(client_->Create(kPods, ns, Pod("p-new")).ok());
+  ASSERT_TRUE(client_
+                  ->Patch(kPods, ns, "p-0", client::PatchType::kMerge,
+                          R"({"metadata":{"labels":{"app":"db"}}})")
+                  .ok());
+  ASSERT_TRUE(client_->Delete(kPods, ns, "p-1", {.grace_period_seconds = 0}).ok());
+  ExpectConverged(*listing, kPods, ns);
+  ExpectConverged(*streaming, kPods, ns);
+  EXPECT_EQ(streaming->store().Get(absl::StrCat(ns, "/p-0")).object->label("app"), "db");
+  EXPECT_THAT(streaming->store().Get(absl::StrCat(ns, "/p-2")).object->json(),
+              Not(HasSubstr("managedFields")));
+}
+
+}  // namespace
+}  // namespace informerd::informer

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "client/kubeconfig.h"
 #include "client/test_files.h"
 
@@ -126,7 +127,7 @@ FakeApiServer::~FakeApiServer() {
   if (stdout_fd_ >= 0) close(stdout_fd_);
 }
 
-absl::StatusOr<std::string> FakeApiServer::Control(absl::string_view method,
+absl::StatusOr<std::string> FakeApiServer::ControlOnce(absl::string_view method,
                                                    absl::string_view path,
                                                    absl::string_view body) const {
   CURL* e = curl_easy_init();
@@ -164,6 +165,20 @@ absl::StatusOr<std::string> FakeApiServer::Control(absl::string_view method,
     return absl::FailedPreconditionError(absl::StrCat(method, " ", path, ": HTTP ", code, ": ", response));
   }
   return response;
+}
+
+absl::StatusOr<std::string> FakeApiServer::Control(absl::string_view method,
+                                                   absl::string_view path,
+                                                   absl::string_view body) const {
+  // A connection-level failure is retried: tests inject faults that reset or refuse every
+  // connection, and a control call racing with one of them must not fail the test.
+  absl::StatusOr<std::string> result;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    result = ControlOnce(method, path, body);
+    if (result.ok() || !absl::IsUnavailable(result.status())) return result;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return result;
 }
 
 }  // namespace informerd::client::testing

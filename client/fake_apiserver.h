@@ -42,10 +42,13 @@ class FakeApiServer {
   const std::string& kubeconfig_path() const { return kubeconfig_; }
 
   // A control-endpoint call (/_fake/...); returns the response body, or an error for non-2xx.
+  // Connection failures (a reset or refuse-connections fault in progress) are retried for ~1 s.
   absl::StatusOr<std::string> Control(absl::string_view method, absl::string_view path,
                                       absl::string_view body = "") const;
 
  private:
+  absl::StatusOr<std::string> ControlOnce(absl::string_view method, absl::string_view path,
+                                          absl::string_view body) const;
   FakeApiServer() = default;
   pid_t pid_ = -1;
   int stdout_fd_ = -1;

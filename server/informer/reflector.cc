@@ -77,6 +77,9 @@ Reflector::Reflector(ReflectorOptions options)
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
       backoff_(options_.backoff, clock_, options_.seed),
       rng_(options_.seed != 0 ? options_.seed + 1 : std::random_device()()) {
+  // spdlog's registry is a lazily built singleton inside a library ThreadSanitizer cannot see
+  // into: build it here, before any of this reflector's threads can log.
+  (void)spdlog::default_logger_raw();
   backoff_timer_ = clock_->CreateTimer([this] {
     MutexLock lock(&mu_);
     backoff_fired_ = true;

@@ -545,8 +545,8 @@ TEST_F(StreamingReflectorTest, InitialEventsAreAppliedToATemporarySet) {
 }
 
 TEST_F(StreamingReflectorTest, ARejectedStreamingListFallsBackToListingForGood) {
+  lw_.FailNextWatch(ApiStatus(422, "Invalid"));  // before Start: the first request is the watch
   Start();
-  lw_.FailNextWatch(ApiStatus(422, "Invalid"));
   lw_.PushList(Page({Cm("a", 1)}, "1"));
   ASSERT_TRUE(lw_.WaitForOpenWatch(2));
   EXPECT_FALSE(lw_.watch_requests()[1].send_initial_events);

@@ -25,8 +25,9 @@
 //   * HasSynced: the first Replace (or any first Add/Update/Delete) happened and every item of
 //     that first Replace has been popped and processed.
 //
-// Differences from client-go, none observable by a consumer: objects arrive already transformed
-// (the reflector transforms before queueing); Pop's process function runs without the FIFO's
+// Differences from client-go, none observable by a consumer: the FIFO does not transform objects
+// (the reflector transforms what it lists, the consumer what it pops); Pop's process function runs
+// without the FIFO's
 // queue lock, so producers are never blocked by a slow consumer — instead Delete, Replace and
 // Resync, which read known_objects, wait for an in-flight process call, so they never see the
 // cache between a Pop and the cache update it leads to.
@@ -42,6 +43,7 @@
 #ifndef INFORMERD_SERVER_INFORMER_DELTA_FIFO_H_
 #define INFORMERD_SERVER_INFORMER_DELTA_FIFO_H_
 
+#include <atomic>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -146,7 +148,10 @@ class DeltaFIFO {
 
   // Blocks until an item is queued, removes the oldest, and calls `process` with it (without the
   // queue lock). Returns what `process` returns, or Cancelled once the FIFO is closed and empty.
-  absl::Status Pop(ProcessFunc process);
+  absl::Status Pop(ProcessFunc process) { return PopBatch(1, process); }
+  // As Pop, but takes up to `max` items at once (one queue lock) and processes them in order;
+  // returns the first error of `process`, after processing them all.
+  absl::Status PopBatch(size_t max, ProcessFunc process);
   // As Pop, but returns Unavailable at once when nothing is queued.
   absl::Status TryPop(ProcessFunc process);
   // Wakes blocked Pops; they return Cancelled once the queue is empty.
@@ -180,9 +185,11 @@ class DeltaFIFO {
   bool HasSyncedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return populated_ && initial_population_count_ == 0;
   }
-  // Removes the oldest item and processes it; nullopt when nothing is queued.
-  std::optional<absl::Status> PopFront(ProcessFunc process)
+  // Removes up to `max` of the oldest items and processes them; nullopt when nothing is queued.
+  std::optional<absl::Status> PopFront(size_t max, ProcessFunc process)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until something is queued or the FIFO is closed.
+  void WaitForItems() ABSL_LOCKS_EXCLUDED(mu_);
   // When nothing is queued or being processed, reports latest_rv_ (after releasing mu_).
   void ReportIdleResourceVersion() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);

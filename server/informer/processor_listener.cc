@@ -1,7 +1,10 @@
 #include "server/informer/processor_listener.h"
 
 #include <algorithm>
+#include <pthread.h>
+
 #include <utility>
+
 
 namespace informerd::informer {
 namespace {
@@ -62,7 +65,22 @@ void ProcessorListener::CoalesceLocked(Notification n) {
   dirty.last = std::move(n.object);
 }
 
-void ProcessorListener::Push(Notification n) {
+void ProcessorListener::Wake() {
+  bool notify = false;
+  {
+    MutexLock lock(&mu_);
+    if (!wake_due_) return;
+    wake_due_ = false;
+    if (waiting_) {
+      waiting_ = false;
+      cv_.SignalAll();
+      notify = true;
+    }
+  }
+  if (notify && options_.on_ready) options_.on_ready();
+}
+
+void ProcessorListener::Push(Notification n, bool wake) {
   bool notify = false;
   {
     MutexLock lock(&mu_);
@@ -88,9 +106,14 @@ void ProcessorListener::Push(Notification n) {
       pending_.push_back(std::move(n));
     }
     if (waiting_) {
-      waiting_ = false;
-      cv_.SignalAll();
-      notify = true;
+      if (wake) {
+        waiting_ = false;
+        wake_due_ = false;
+        cv_.SignalAll();
+        notify = true;
+      } else {
+        wake_due_ = true;
+      }
     }
   }
   if (notify && options_.on_ready) options_.on_ready();
@@ -176,6 +199,7 @@ void ProcessorListener::Start() {
   MutexLock lock(&mu_);
   if (stopped_ || thread_.joinable()) return;
   thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "handler");
 }
 
 void ProcessorListener::Stop() {

@@ -136,8 +136,13 @@ class ProcessorListener {
 
   // The cache at registration, delivered before anything pushed later. At most once, first.
   void SetInitial(std::vector<ObjectPtr> objects);
-  // Appends a notification; never blocks.
-  void Push(Notification notification);
+  // Appends a notification and wakes the consumer; never blocks.
+  void Push(Notification notification) { Push(std::move(notification), /*wake=*/true); }
+  // Appends a notification; the consumer is woken by a later Push or Wake (the informer wakes its
+  // listeners once per batch of changes rather than once per notification).
+  void PushDeferred(Notification notification) { Push(std::move(notification), /*wake=*/false); }
+  // Wakes the consumer if it waits and something was pushed since.
+  void Wake();
   // Ends an overflow: `lookup` gives a key's current object (null when absent).
   void FinishOverflow(absl::FunctionRef<ObjectPtr(absl::string_view key)> lookup);
   // Resync bookkeeping (client-go's shouldResync): whether a resync is due at `now` for this
@@ -177,6 +182,7 @@ class ProcessorListener {
   };
 
   void Run();
+  void Push(Notification notification, bool wake);
   void CoalesceLocked(Notification notification) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
@@ -195,6 +201,7 @@ class ProcessorListener {
   // Notifications counting for HasSynced that are buffered or being handled.
   size_t sync_pending_ ABSL_GUARDED_BY(mu_) = 0;
   bool waiting_ ABSL_GUARDED_BY(mu_) = false;  // a Pop found nothing: on_ready is due
+  bool wake_due_ ABSL_GUARDED_BY(mu_) = false;  // pushed while waiting_, not yet woken
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time next_resync_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   mutable std::atomic<bool> synced_latch_{false};

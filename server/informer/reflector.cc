@@ -1,5 +1,7 @@
 #include "server/informer/reflector.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -100,6 +102,7 @@ void Reflector::Start() {
   if (started_ || stop_) return;
   started_ = true;
   thread_ = std::thread([this] { Run(); });
+  pthread_setname_np(thread_.native_handle(), "reflector");
 }
 
 void Reflector::Stop() {
@@ -448,10 +451,15 @@ void Reflector::OnEvents(uint64_t session, std::vector<client::WatchEvent>& even
       stall_timer_->ArmAt(clock_->Now() + options_.stall_timeout);
     }
   }
-  // Transforms (the costly part) run without the lock.
-  for (client::WatchEvent& event : events) {
-    if (event.type == client::WatchEventType::kBookmark || event.object == nullptr) continue;
-    event.object = initial ? Prepare(std::move(event.object)) : TransformOnly(std::move(event.object));
+  // The initial events of a streaming list are transformed here, without the lock, as they are
+  // held until the list is complete (and unchanged ones are swapped for the cached objects). Live
+  // events are queued as received: the consumer transforms them (off this, the transport's,
+  // thread).
+  if (initial) {
+    for (client::WatchEvent& event : events) {
+      if (event.type == client::WatchEventType::kBookmark || event.object == nullptr) continue;
+      event.object = Prepare(std::move(event.object));
+    }
   }
   MutexLock lock(&mu_);
   if (session != session_ || session_ended_) return;

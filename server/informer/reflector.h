@@ -35,10 +35,12 @@
 //   Backoffs (backoff.h): 800 ms doubling to 30 s with jitter, reset after 2 minutes of health;
 //   one backoff precedes every relist, as client-go's BackoffUntil does.
 //
-// Objects are transformed (Options::transform) before they reach the FIFO. During a relist an
-// object whose key, uid and resourceVersion match the cache's (Options::known_objects) is
-// replaced by the cached one before it is kept: a relist holds only what changed, never a
-// second copy of the cache.
+// Listed objects (and the initial events of a streaming list) are transformed
+// (Options::transform) before they are kept, and an object whose key, uid and resourceVersion
+// match the cache's (Options::known_objects) is replaced by the cached one: a relist holds only
+// what changed, never a second copy of the cache. Live watch events are queued as received, so
+// that the transport's thread only decodes; the FIFO's consumer applies the same (idempotent)
+// transform before storing.
 //
 // Thread safety: every public method may be called from any thread. List requests run on the
 // reflector's thread; watch callbacks run on the ListerWatcher's thread. Stop waits for a list
@@ -76,7 +78,8 @@ struct ReflectorOptions {
   DeltaFIFO* store = nullptr;
   // The informer's cache, to reuse unchanged objects during relists. Optional.
   const KnownObjects* known_objects = nullptr;
-  // Applied to every object before it is queued. Optional.
+  // Applied to listed objects before they are queued (live events are left to the consumer).
+  // Optional.
   const Transform* transform = nullptr;
   // Events whose object has another kind are dropped ("" accepts any).
   std::string expected_kind;

@@ -1,6 +1,8 @@
 #include "server/informer/shared_informer.h"
 
 #include <algorithm>
+#include <pthread.h>
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -97,6 +99,7 @@ absl::Status SharedInformer::Start() {
     started_ = true;
   }
   process_thread_ = std::thread([this] { ProcessLoop(); });
+  pthread_setname_np(process_thread_.native_handle(), "informer");
   reflector_->Start();
   if (metrics_timer_ != nullptr) {
     UpdateMetrics();
@@ -222,8 +225,10 @@ void SharedInformer::ResolveOverflow(ProcessorListener* listener) {
 
 void SharedInformer::ProcessLoop() {
   while (!stopping_.load()) {
+    // Batches: one queue lock per batch, and the processing thread rarely parks while the
+    // reflector keeps delivering.
     absl::Status status =
-        fifo_->Pop([this](Deltas& deltas, const PopContext& context) {
+        fifo_->PopBatch(256, [this](Deltas& deltas, const PopContext& context) {
           return Process(deltas, context);
         });
     if (absl::IsCancelled(status)) break;
@@ -231,6 +236,19 @@ void SharedInformer::ProcessLoop() {
 }
 
 absl::Status SharedInformer::Process(Deltas& deltas, const PopContext& context) {
+  // Live watch events arrive untransformed (the reflector keeps the transport thread to decoding);
+  // listed objects are transformed already, and a transform is idempotent and cheap to re-apply.
+  if (!transform_->identity()) {
+    for (Delta& delta : deltas) {
+      absl::StatusOr<ObjectPtr> transformed = transform_->Apply(delta.object);
+      if (transformed.ok()) {
+        delta.object = *std::move(transformed);
+      } else {
+        spdlog::warn("informer {}: transform of {} failed, storing it as received: {}", name_,
+                     std::string(delta.object->key()), transformed.status().ToString());
+      }
+    }
+  }
   MutexLock lock(&distribute_mu_);
   for (Delta& delta : deltas) {
     Notification n;
@@ -261,14 +279,24 @@ absl::Status SharedInformer::Process(Deltas& deltas, const PopContext& context) 
   if (!context.drained_resource_version.empty()) {
     store_->SetResourceVersion(context.drained_resource_version);
   }
+  // Handlers are woken once the queue is drained or every few keys, not once per change: each
+  // wake-up is a context switch, and on a busy informer they would cost more than the changes.
+  if (!context.drained_resource_version.empty() || ++undelivered_ >= kWakeEvery) {
+    WakeListenersLocked();
+  }
   return absl::OkStatus();
 }
 
 void SharedInformer::Distribute(const Notification& notification, bool sync) {
   for (const auto& listener : listeners_) {
     if (sync && !listener->is_syncing()) continue;
-    listener->Push(notification);
+    listener->PushDeferred(notification);
   }
+}
+
+void SharedInformer::WakeListenersLocked() {
+  for (const auto& listener : listeners_) listener->Wake();
+  undelivered_ = 0;
 }
 
 // ---- resync ----

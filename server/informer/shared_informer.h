@@ -11,9 +11,10 @@
 //   ... handle->HasSynced() ... informer->lister().List(selector) ...
 //   informer->Stop();  // frees the cache and every buffer
 //
-// Pipeline: the reflector (reflector.h) transforms objects (transform.h; managedFields stripped
-// by default) and queues them in the DeltaFIFO; the informer's processing thread pops each key's
-// deltas, applies them to the cache (ThreadSafeStore) and only then notifies the handlers
+// Pipeline: the reflector (reflector.h) queues what it lists and watches in the DeltaFIFO; the
+// informer's processing thread pops each key's deltas, transforms their objects (transform.h;
+// managedFields stripped by default; listed objects were transformed by the reflector already),
+// applies them to the cache (ThreadSafeStore) and only then notifies the handlers
 // (client-go's HandleDeltas): an Added/Updated/Replaced/Sync delta is an Add when the key was not
 // cached, else an Update(old, new) — which goes only to handlers being resynced when the
 // resourceVersion did not change (a resync, or a relist that found the object unchanged); a
@@ -153,6 +154,9 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   absl::Status Process(Deltas& deltas, const PopContext& context);
   void Distribute(const Notification& notification, bool sync)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(distribute_mu_);
+  void WakeListenersLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(distribute_mu_);
+  // Keys processed between listener wake-ups while the queue is not drained.
+  static constexpr int kWakeEvery = 64;
   void OnResyncTimer();
   void RearmResyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(distribute_mu_);
   void UpdateMetrics();
@@ -179,6 +183,8 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   bool started_ ABSL_GUARDED_BY(distribute_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(distribute_mu_) = false;
   int handlers_named_ ABSL_GUARDED_BY(distribute_mu_) = 0;
+  // Keys processed since listeners were last woken.
+  int undelivered_ ABSL_GUARDED_BY(distribute_mu_) = 0;
 
   std::atomic<bool> stopping_{false};
   std::thread process_thread_;

@@ -298,6 +298,12 @@ TEST_F(SharedInformerTest, ObjectsAreTransformedBeforeTheyAreStored) {
   ObjectPtr stored = informer_->store().Get("d/a").object;
   ASSERT_NE(stored, nullptr);
   EXPECT_THAT(stored->json(), ::testing::Not(HasSubstr("managedFields")));
+  ASSERT_TRUE(lw_->SendEvents({Added(MakeObject(
+      {.ns = "d", .name = "b", .rv = "2", .extra_metadata = R"("managedFields":[{"m":1}])"}))}));
+  ASSERT_TRUE(Eventually([&] { return informer_->store().Get("d/b").object != nullptr; }));
+  EXPECT_THAT(informer_->store().Get("d/b").object->json(),
+              ::testing::Not(HasSubstr("managedFields")))
+      << "live events are transformed before they are stored too";
 }
 
 TEST_F(SharedInformerTest, IndexesAreDeclaredPerInformer) {

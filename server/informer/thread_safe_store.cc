@@ -125,6 +125,18 @@ void ThreadSafeStore::ReindexLocked(SlotId id, const client::Object* old_object,
 void ThreadSafeStore::ReindexOneLocked(IndexData& index, SlotId id,
                                        const client::Object* old_object,
                                        const client::Object* new_object) {
+  if (old_object != nullptr && new_object != nullptr) {
+    // The common update keeps the namespace and the indexed label: nothing to move.
+    const IndexSpec& spec = index.function->spec();
+    if (spec.kind == IndexSpec::Kind::kNamespace &&
+        old_object->namespace_name() == new_object->namespace_name()) {
+      return;
+    }
+    if (spec.kind == IndexSpec::Kind::kLabel &&
+        old_object->label(spec.argument) == new_object->label(spec.argument)) {
+      return;
+    }
+  }
   old_values_.Clear();
   new_values_.Clear();
   if (old_object != nullptr) {

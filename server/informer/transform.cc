@@ -5,9 +5,11 @@
 #include <map>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/object_parser.h"
 #include "server/informer/field_path.h"
 #include "simdjson.h"
 
@@ -128,6 +130,79 @@ absl::Status Rewrite(od::object obj, const Transform::Node& node, std::string* o
   return absl::OkStatus();
 }
 
+// The end of a value starting where `value` stands (a JSON object, array or scalar), in the
+// input buffer; consumes the value.
+absl::StatusOr<const char*> ValueEnd(od::value value) {
+  od::json_type type;
+  if (auto e = value.type().get(type)) return JsonError(e);
+  std::string_view raw;
+  if (type == od::json_type::object) {
+    od::object obj;
+    if (auto e = value.get_object().get(obj)) return JsonError(e);
+    if (auto e = obj.raw_json().get(raw)) return JsonError(e);
+  } else if (type == od::json_type::array) {
+    od::array arr;
+    if (auto e = value.get_array().get(arr)) return JsonError(e);
+    if (auto e = arr.raw_json().get(raw)) return JsonError(e);
+  } else {
+    raw = TrimRight(value.raw_json_token());
+  }
+  return raw.data() + raw.size();
+}
+
+bool IsSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+// Drop-only transforms: finds the byte ranges of the fields to drop, following only the paths
+// that lead to them (On-Demand skips everything else). A dropped field takes the bytes up to the
+// next field's key (its comma included); a dropped last field takes the comma before it instead
+// (merging with dropped neighbours). Ranges come in document order and never overlap.
+absl::Status DropSpans(od::object obj, const Transform::Node& node,
+                       std::vector<std::pair<const char*, const char*>>* spans) {
+  // A dropped field whose end depends on whether another field follows.
+  const char* pending_begin = nullptr;
+  const char* pending_end = nullptr;
+  for (auto field : obj) {
+    od::raw_json_string raw_key;
+    if (auto e = field.key().get(raw_key)) return JsonError(e);
+    const char* key_begin = raw_key.raw() - 1;  // the key's opening quote
+    if (pending_begin != nullptr) {
+      spans->emplace_back(pending_begin, key_begin);
+      pending_begin = nullptr;
+    }
+    const Transform::Node* child = node.Find(RawKey(raw_key));
+    if (child == nullptr) continue;  // skipped unread
+    od::value value;
+    if (auto e = field.value().get(value)) return JsonError(e);
+    if (child->drop) {
+      absl::StatusOr<const char*> end = ValueEnd(value);
+      if (!end.ok()) return end.status();
+      pending_begin = key_begin;
+      pending_end = *end;
+      continue;
+    }
+    if (child->children.empty()) continue;
+    od::json_type type;
+    if (auto e = value.type().get(type)) return JsonError(e);
+    if (type != od::json_type::object) continue;
+    od::object sub;
+    if (auto e = value.get_object().get(sub)) return JsonError(e);
+    if (absl::Status s = DropSpans(sub, *child, spans); !s.ok()) return s;
+  }
+  if (pending_begin != nullptr) {
+    // The last field: merge with dropped fields right before it, then take the comma before.
+    const char* begin = pending_begin;
+    while (!spans->empty() && spans->back().second == begin) {
+      begin = spans->back().first;
+      spans->pop_back();
+    }
+    const char* before = begin - 1;
+    while (IsSpace(*before)) --before;
+    if (*before == ',') begin = before;
+    spans->emplace_back(begin, pending_end);
+  }
+  return absl::OkStatus();
+}
+
 // The canonical text of a path: dotted, with bracketed segments where a key contains a dot.
 std::string CanonicalPath(const FieldPath& path) {
   std::string out;
@@ -234,11 +309,36 @@ absl::StatusOr<ObjectPtr> Transform::Apply(ObjectPtr object) const {
   od::object root;
   if (auto e = doc.get_object().get(root)) return JsonError(e);
   std::string out;
-  out.reserve(json.size());
-  bool changed = false;
-  if (absl::Status s = Rewrite(root, *root_, &out, &changed); !s.ok()) return s;
-  if (!changed) return object;
-  return client::Object::Parse(out);
+  if (!root_->keep_only) {
+    // Dropping only: cut the dropped fields out of the bytes.
+    std::vector<std::pair<const char*, const char*>> spans;
+    if (absl::Status s = DropSpans(root, *root_, &spans); !s.ok()) return s;
+    if (spans.empty()) return object;
+    out.reserve(json.size() + client::Object::kPadding);
+    const char* at = json.data();
+    for (const auto& [begin, end] : spans) {
+      out.append(at, begin - at);
+      at = end;
+    }
+    out.append(at, json.data() + json.size() - at);
+  } else {
+    out.reserve(json.size() + client::Object::kPadding);
+    bool changed = false;
+    if (absl::Status s = Rewrite(root, *root_, &out, &changed); !s.ok()) return s;
+    if (!changed) return object;
+  }
+  // Parse the result in place (its capacity leaves simdjson's padding) with this thread's parsers:
+  // no copy, no parser allocation per object.
+  const size_t size = out.size();
+  out.resize(size + client::Object::kPadding, '\0');
+  od::document rewritten;
+  if (auto e = parser.iterate(out.data(), size, out.size()).get(rewritten)) return JsonError(e);
+  od::value value;
+  if (auto e = rewritten.get_value().get(value)) return JsonError(e);
+  thread_local client::ObjectParser object_parser;
+  client::ObjectParseOptions options;
+  options.compact = false;  // rewritten from compact spans: already compact
+  return object_parser.Parse(value, out.data() + size, options);
 }
 
 }  // namespace informerd::informer

@@ -107,6 +107,29 @@ TEST(TransformTest, TransformsAreIdempotent) {
   }
 }
 
+TEST(TransformTest, DroppingNeighboursFirstAndLastFieldsKeepsValidJson) {
+  ObjectPtr o = MakeObject({.extra = R"("spec":{"a":1,"b":[2],"c":{"x":3},"d":"4"})"});
+  struct Case {
+    std::vector<std::string> drop;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {{"spec.a"}, R"("spec":{"b":[2],"c":{"x":3},"d":"4"})"},
+      {{"spec.d"}, R"("spec":{"a":1,"b":[2],"c":{"x":3}})"},
+      {{"spec.b", "spec.c"}, R"("spec":{"a":1,"d":"4"})"},
+      {{"spec.c", "spec.d"}, R"("spec":{"a":1,"b":[2]})"},
+      {{"spec.b", "spec.c", "spec.d"}, R"("spec":{"a":1})"},
+      {{"spec.a", "spec.b", "spec.c", "spec.d"}, R"("spec":{})"},
+      {{"spec.a", "spec.d"}, R"("spec":{"b":[2],"c":{"x":3}})"},
+      {{"spec.c.x", "spec.d"}, R"("spec":{"a":1,"b":[2],"c":{}})"},
+  };
+  for (const Case& c : cases) {
+    const std::string out = Apply({.drop_paths = c.drop}, o);
+    EXPECT_THAT(out, HasSubstr(c.want)) << ::testing::PrintToString(c.drop);
+    EXPECT_TRUE(client::Object::Parse(out).ok()) << out;
+  }
+}
+
 TEST(TransformTest, NonObjectValuesOnAPathAreLeftAlone) {
   ObjectPtr o = MakeObject({.extra = R"("spec":"opaque","data":[1,2])"});
   EXPECT_THAT(Apply({.drop_paths = {"spec.x", "data.y"}}, o), HasSubstr(R"("spec":"opaque","data":[1,2])"));

@@ -244,7 +244,11 @@ TEST_F(SharedInformerApiServerTest, RefusedConnectionsAreRetriedWithoutARelist) 
 
 TEST_F(SharedInformerApiServerTest, ResetConnectionsAreResumed) {
   Start();
+  const uint64_t watches = Status().watches_started;
   ASSERT_TRUE(fixture_->Immediate(R"({"type":"reset-connections"})").ok());
+  // The server resets its connections a moment after answering; changes made before that could
+  // meet a connection about to be reset, so wait until the informer has watched again.
+  ASSERT_TRUE(Eventually([&] { return Status().watches_started > watches; }));
   Churn("a");
   ExpectConverged();
   EXPECT_EQ(Status().syncs, 1u);

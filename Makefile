@@ -69,3 +69,9 @@ soak: bootstrap
 	$(BAZEL) test //server/informer:convergence_test --test_output=streamed --test_timeout=14400 \
 	  --test_env=INFORMERD_CONVERGENCE_ROUNDS=$(SOAK_ROUNDS) --test_env=INFORMERD_CONVERGENCE_OPS=$(SOAK_OPS) \
 	  $(if $(SOAK_SEED),--test_env=INFORMERD_CONVERGENCE_SEED=$(SOAK_SEED),) --nocache_test_results
+
+# Informer benchmarks beside client-go (tools/bench_informer): prints the table and writes
+# bench/results/informer.json.
+.PHONY: bench-informer
+bench-informer: bootstrap
+	tools/bench_informer

@@ -1,0 +1,75 @@
+// InformerRegistry: the daemon's running informers, by id — what the Informers service creates
+// and serves, what queue bindings (queue_registry.h) subscribe to, what Admin lists.
+//
+//   InformerRegistry informers(&clusters, {.metrics = &registry});
+//   absl::StatusOr<InformerRegistry::Entry> e = informers.Ensure(spec);   // v1::InformerSpec
+//   std::shared_ptr<informer::SharedInformer> inf = informers.Find(e->id);
+//
+// An informer is identified by its normalized spec (cluster, resolved GVR, namespace, selectors,
+// transform): Ensure with an equal spec returns the running one (adding any new indexes), so every
+// client asking for "pods in team-a" shares one watch and one cache. It runs until Delete (or the
+// registry is destroyed). Find hands out shared_ptrs: a deleted informer is stopped at once, and
+// its memory is freed when the last holder lets go.
+//
+// Thread safety: every method may be called from any thread.
+#ifndef INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_
+#define INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "base/metrics.h"
+#include "base/mutex.h"
+#include "informerd/v1/informers.pb.h"
+#include "server/informer/shared_informer.h"
+#include "server/service/clusters.h"
+
+namespace informerd::service {
+
+struct InformerRegistryOptions {
+  // nullptr: no metrics. Must outlive the registry.
+  MetricsRegistry* metrics = nullptr;
+  // Passed to every informer (tests shorten these).
+  informer::BackoffOptions backoff;
+  absl::Duration stall_timeout = absl::Minutes(3);
+};
+
+class InformerRegistry {
+ public:
+  struct Entry {
+    std::string id;
+    // Normalized: resource resolved to a GVR (api_version/kind filled in too), defaults explicit.
+    v1::InformerSpec spec;
+    std::shared_ptr<informer::SharedInformer> informer;
+  };
+
+  InformerRegistry(Clusters* clusters, InformerRegistryOptions options);
+  ~InformerRegistry();  // Stops every informer.
+
+  // The running informer for `spec`, started if there is none. INVALID_ARGUMENT naming the field
+  // ("spec.resource.version: required", "spec.label_selector: ...", "spec.indexes[1].name: ..."),
+  // NOT_FOUND for an unknown cluster or resource, FAILED_PRECONDITION when no cluster is
+  // configured, or an index name already used with another definition.
+  absl::StatusOr<Entry> Ensure(const v1::InformerSpec& spec);
+  // NOT_FOUND naming the id when there is no such informer.
+  absl::StatusOr<Entry> Get(absl::string_view id) const;
+  // nullptr when there is no such informer.
+  std::shared_ptr<informer::SharedInformer> Find(absl::string_view id) const;
+  // Stops and forgets the informer. NOT_FOUND when there is no such informer.
+  absl::Status Delete(absl::string_view id);
+  std::vector<Entry> List() const;
+
+ private:
+  Clusters* const clusters_;
+  const InformerRegistryOptions options_;
+  mutable Mutex mu_;
+  absl::flat_hash_map<std::string, Entry> informers_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace informerd::service
+
+#endif  // INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_

@@ -372,7 +372,14 @@ TEST_F(ProcessorListenerTest, PerKeyOrderAndConvergenceSurviveRepeatedOverflows)
     }
     l->Done(batch);
   };
-  while (!done) {
+  // Alternate: consume a while, then stop consuming until the listener overflows again, so that
+  // overflows happen however the threads are scheduled (a sanitizer's slow producer included).
+  uint64_t overflows_seen = 0;
+  for (int round = 0; !done; ++round) {
+    if (round % 64 == 63) {
+      while (!done && l->overflows() == overflows_seen) std::this_thread::yield();
+      overflows_seen = l->overflows();
+    }
     consume();
     std::this_thread::yield();
   }

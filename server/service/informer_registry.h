@@ -7,7 +7,13 @@
 //
 // An informer is identified by its normalized spec (cluster, resolved GVR, namespace, selectors,
 // transform): Ensure with an equal spec returns the running one (adding any new indexes), so every
-// client asking for "pods in team-a" shares one watch and one cache. It runs until Delete (or the
+// client asking for "pods in team-a" shares one watch and one cache.
+//
+// Ids are stable across restarts and processes: "<resource>[.<group>]-<16 hex digits>", the hex
+// digits being the 64-bit FNV-1a hash of the canonical identity (informer::InformerKey::ToString:
+// cluster, group/version/resource, namespace, canonical label and field selectors, transform
+// fingerprint), e.g. "deployments.apps-3f2a9c0d1b7e5a44". The readable prefix helps in logs;
+// only the whole id names an informer. It runs until Delete (or the
 // registry is destroyed). Find hands out shared_ptrs: a deleted informer is stopped at once, and
 // its memory is freed when the last holder lets go.
 //
@@ -66,6 +72,9 @@ class InformerRegistry {
  private:
   Clusters* const clusters_;
   const InformerRegistryOptions options_;
+  // Serialises Ensure and Delete (which talk to discovery and build or stop informers) so that
+  // two Ensures of one spec never both build; never held by readers. Taken before mu_.
+  Mutex change_mu_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, Entry> informers_ ABSL_GUARDED_BY(mu_);
 };

@@ -1,0 +1,353 @@
+// InformerRegistry: see informer_registry.h.
+//
+// Ensure runs in three steps, so that a bad request costs no network round trip: (1) validate
+// every field and compile selectors, indexes and the transform; (2) find the cluster and resolve
+// the resource through discovery; (3) compute the identity and return the running informer or
+// build, start and remember a new one.
+#include "server/service/informer_registry.h"
+
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "server/informer/client_lister_watcher.h"
+#include "server/informer/field_selector.h"
+#include "server/informer/index.h"
+#include "server/informer/label_selector.h"
+#include "server/informer/shared_informer_factory.h"
+#include "server/informer/transform.h"
+
+namespace informerd::service {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+// "" when `s` is a DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters (with
+// `dots`, '.' is allowed inside too: index names, API groups).
+std::string InvalidNameReason(absl::string_view s, bool dots, size_t max_size = 63) {
+  if (s.size() > max_size) return absl::StrCat("\"", s, "\": at most ", max_size, " characters");
+  for (char c : s) {
+    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-' && !(dots && c == '.')) {
+      return absl::StrCat("\"", s, "\": only lowercase letters, digits, '-'", dots ? " and '.'" : "");
+    }
+  }
+  if (!s.empty() && (!absl::ascii_isalnum(s.front()) || !absl::ascii_isalnum(s.back()))) {
+    return absl::StrCat("\"", s, "\": must start and end with a letter or digit");
+  }
+  return "";
+}
+
+// Stable across processes and releases (absl::Hash is seeded per process): FNV-1a, 64 bits.
+uint64_t Fnv1a64(absl::string_view s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// What step (1) of Ensure produces.
+struct Validated {
+  client::GroupVersionResource gvr;  // version empty: resolve api_version + kind
+  client::GroupVersionKind gvk;
+  std::string label_selector;  // canonical
+  std::string field_selector;  // canonical
+  std::vector<informer::IndexSpec> indexes;
+  informer::TransformOptions transform;
+  std::string transform_fingerprint;
+};
+
+absl::StatusOr<informer::IndexSpec> ConvertIndex(const v1::IndexSpec& in, const std::string& field) {
+  if (in.name().empty()) return Invalid(field + ".name", "required");
+  if (std::string reason = InvalidNameReason(in.name(), /*dots=*/true); !reason.empty()) {
+    return Invalid(field + ".name", reason);
+  }
+  if (in.name() == informer::kNamespaceIndex) {
+    return Invalid(field + ".name", "\"namespace\" is the built-in namespace index");
+  }
+  informer::IndexSpec out;
+  switch (in.kind_case()) {
+    case v1::IndexSpec::kLabelKey:
+      if (in.label_key().empty()) return Invalid(field + ".label_key", "required");
+      if (std::string reason = informer::InvalidLabelKeyReason(in.label_key()); !reason.empty()) {
+        return Invalid(field + ".label_key", reason);
+      }
+      out = informer::IndexSpec::Label(in.name(), in.label_key());
+      break;
+    case v1::IndexSpec::kFieldPath:
+      if (in.field_path().empty()) return Invalid(field + ".field_path", "required");
+      out = informer::IndexSpec::Field(in.name(), in.field_path());
+      break;
+    case v1::IndexSpec::kOwner:
+      out = informer::IndexSpec::Owner(
+          in.name(), {.kind = in.owner().kind(),
+                      .by = in.owner().by_uid() ? informer::OwnerIndex::By::kUid
+                                                : informer::OwnerIndex::By::kKindName,
+                      .controller_only = !in.owner().all_owners()});
+      break;
+    case v1::IndexSpec::KIND_NOT_SET:
+      return Invalid(field, "one of label_key, field_path or owner is required");
+  }
+  // Compiling checks what is left (field path syntax).
+  if (absl::StatusOr<std::unique_ptr<informer::IndexFunction>> compiled =
+          informer::IndexFunction::Create(out);
+      !compiled.ok()) {
+    const char* part = in.kind_case() == v1::IndexSpec::kFieldPath ? ".field_path" : "";
+    return Invalid(field + part, compiled.status().message());
+  }
+  return out;
+}
+
+absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
+  Validated v;
+  const bool by_resource = spec.has_resource() &&
+                           (!spec.resource().group().empty() || !spec.resource().version().empty() ||
+                            !spec.resource().resource().empty());
+  const bool by_kind = !spec.api_version().empty() || !spec.kind().empty();
+  if (by_resource && by_kind) {
+    return Invalid("spec.api_version",
+                   "give either spec.resource or spec.api_version and spec.kind, not both");
+  }
+  if (!by_resource && !by_kind) {
+    return Invalid("spec.resource", "required (or spec.api_version and spec.kind)");
+  }
+  if (by_resource) {
+    const v1::GroupVersionResource& r = spec.resource();
+    if (std::string reason = InvalidNameReason(r.group(), /*dots=*/true, 253); !reason.empty()) {
+      return Invalid("spec.resource.group", reason);
+    }
+    if (r.version().empty()) return Invalid("spec.resource.version", "required");
+    if (std::string reason = InvalidNameReason(r.version(), false); !reason.empty()) {
+      return Invalid("spec.resource.version", reason);
+    }
+    if (r.resource().empty()) return Invalid("spec.resource.resource", "required");
+    if (std::string reason = InvalidNameReason(r.resource(), /*dots=*/true); !reason.empty()) {
+      return Invalid("spec.resource.resource", reason);
+    }
+    v.gvr = {r.group(), r.version(), r.resource()};
+  } else {
+    if (spec.api_version().empty()) return Invalid("spec.api_version", "required with spec.kind");
+    if (spec.kind().empty()) return Invalid("spec.kind", "required with spec.api_version");
+    std::vector<std::string> parts = absl::StrSplit(spec.api_version(), '/');
+    if (parts.size() > 2 || parts.back().empty() || (parts.size() == 2 && parts[0].empty())) {
+      return Invalid("spec.api_version",
+                     absl::StrCat("\"", spec.api_version(), "\": want \"group/version\" or \"version\""));
+    }
+    for (const std::string& part : parts) {
+      if (std::string reason = InvalidNameReason(part, /*dots=*/true, 253); !reason.empty()) {
+        return Invalid("spec.api_version", reason);
+      }
+    }
+    for (char c : spec.kind()) {
+      if (!absl::ascii_isalnum(c)) {
+        return Invalid("spec.kind", absl::StrCat("\"", spec.kind(), "\": letters and digits only"));
+      }
+    }
+    v.gvk = {parts.size() == 2 ? parts[0] : "", parts.back(), spec.kind()};
+  }
+  if (std::string reason = InvalidNameReason(spec.namespace_(), false); !reason.empty()) {
+    return Invalid("spec.namespace", reason);
+  }
+  absl::StatusOr<informer::LabelSelector> labels =
+      informer::LabelSelector::Parse(spec.label_selector());
+  if (!labels.ok()) return Invalid("spec.label_selector", labels.status().message());
+  v.label_selector = labels->ToString();
+  absl::StatusOr<informer::FieldSelector> fields =
+      informer::FieldSelector::Parse(spec.field_selector());
+  if (!fields.ok()) return Invalid("spec.field_selector", fields.status().message());
+  v.field_selector = fields->ToString();
+  for (int i = 0; i < spec.indexes_size(); ++i) {
+    const std::string field = absl::StrCat("spec.indexes[", i, "]");
+    absl::StatusOr<informer::IndexSpec> index = ConvertIndex(spec.indexes(i), field);
+    if (!index.ok()) return index.status();
+    for (const informer::IndexSpec& earlier : v.indexes) {
+      if (earlier.name == index->name) {
+        return Invalid(field + ".name", absl::StrCat("\"", index->name, "\" is used twice"));
+      }
+    }
+    v.indexes.push_back(*std::move(index));
+  }
+  const v1::TransformSpec& t = spec.transform();
+  v.transform = {.strip_managed_fields = !t.keep_managed_fields(),
+                 .drop_paths = {t.drop_paths().begin(), t.drop_paths().end()},
+                 .keep_paths = {t.keep_paths().begin(), t.keep_paths().end()},
+                 .metadata_only = t.metadata_only()};
+  absl::StatusOr<std::unique_ptr<informer::Transform>> transform =
+      informer::Transform::Create(v.transform);
+  if (!transform.ok()) return Invalid("spec.transform", transform.status().message());
+  v.transform_fingerprint = (*transform)->fingerprint();
+  return v;
+}
+
+v1::IndexSpec* FindIndex(v1::InformerSpec& spec, absl::string_view name) {
+  for (v1::IndexSpec& index : *spec.mutable_indexes()) {
+    if (index.name() == name) return &index;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+InformerRegistry::InformerRegistry(Clusters* clusters, InformerRegistryOptions options)
+    : clusters_(clusters), options_(std::move(options)) {}
+
+InformerRegistry::~InformerRegistry() {
+  absl::flat_hash_map<std::string, Entry> informers;
+  {
+    MutexLock lock(&mu_);
+    informers.swap(informers_);
+  }
+  for (auto& [id, entry] : informers) entry.informer->Stop();
+}
+
+absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::InformerSpec& spec) {
+  absl::StatusOr<Validated> v = Validate(spec);
+  if (!v.ok()) return v.status();
+  absl::StatusOr<Clusters::Cluster*> cluster = clusters_->Find(spec.cluster());
+  if (!cluster.ok()) {
+    if (cluster.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError(absl::StrCat("spec.cluster: ", cluster.status().message()));
+    }
+    return cluster.status();
+  }
+  client::Discovery& discovery = (*cluster)->client->discovery();
+  absl::StatusOr<client::ResourceInfo> info =
+      v->gvr.version.empty() ? discovery.ResourceForKind(v->gvk) : discovery.Resource(v->gvr);
+  if (!info.ok()) {
+    const absl::string_view field = v->gvr.version.empty() ? "spec.kind" : "spec.resource";
+    return absl::Status(info.status().code(), absl::StrCat(field, ": ", info.status().message()));
+  }
+  if (!info->namespaced && !spec.namespace_().empty()) {
+    return Invalid("spec.namespace", absl::StrCat(info->gvr.resource, " are cluster-scoped"));
+  }
+
+  informer::InformerKey key{.cluster = (*cluster)->name,
+                            .resource = info->gvr,
+                            .namespace_name = spec.namespace_(),
+                            .label_selector = v->label_selector,
+                            .field_selector = v->field_selector,
+                            .transform = v->transform_fingerprint};
+  const std::string id = absl::StrFormat(
+      "%s%s-%016x", info->gvr.resource, info->gvr.group.empty() ? "" : "." + info->gvr.group,
+      Fnv1a64(key.ToString()));
+
+  MutexLock change_lock(&change_mu_);
+  Entry existing;
+  {
+    MutexLock lock(&mu_);
+    if (auto it = informers_.find(id); it != informers_.end()) existing = it->second;
+  }
+  if (existing.informer != nullptr) {
+    // The running informer: add the indexes it does not have yet.
+    std::vector<informer::IndexSpec> added;
+    for (int i = 0; i < spec.indexes_size(); ++i) {
+      const v1::IndexSpec* have = FindIndex(existing.spec, spec.indexes(i).name());
+      if (have == nullptr) {
+        added.push_back(v->indexes[i]);
+        continue;
+      }
+      if (have->SerializeAsString() != spec.indexes(i).SerializeAsString()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "spec.indexes[", i, "].name: informer ", id, " already has an index \"",
+            have->name(), "\" with another definition (", have->ShortDebugString(), ")"));
+      }
+    }
+    if (added.empty()) return existing;
+    if (absl::Status s = existing.informer->AddIndexers(added); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("spec.indexes: ", s.message()));
+    }
+    MutexLock lock(&mu_);
+    Entry& entry = informers_[id];
+    for (int i = 0; i < spec.indexes_size(); ++i) {
+      if (FindIndex(entry.spec, spec.indexes(i).name()) == nullptr) {
+        *entry.spec.add_indexes() = spec.indexes(i);
+      }
+    }
+    return entry;
+  }
+
+  Entry entry;
+  entry.id = id;
+  entry.spec = spec;
+  entry.spec.set_cluster((*cluster)->name);
+  entry.spec.mutable_resource()->set_group(info->gvr.group);
+  entry.spec.mutable_resource()->set_version(info->gvr.version);
+  entry.spec.mutable_resource()->set_resource(info->gvr.resource);
+  entry.spec.set_api_version(info->gvr.GroupVersion());
+  entry.spec.set_kind(info->kind);
+  entry.spec.set_label_selector(v->label_selector);
+  entry.spec.set_field_selector(v->field_selector);
+
+  absl::StatusOr<std::unique_ptr<informer::ClientListerWatcher>> lw =
+      informer::ClientListerWatcher::Create({.client = (*cluster)->client.get(),
+                                             .resource = info->gvr,
+                                             .namespace_name = spec.namespace_(),
+                                             .label_selector = v->label_selector,
+                                             .field_selector = v->field_selector});
+  if (!lw.ok()) return lw.status();
+  informer::SharedInformerOptions options;
+  options.name = id;
+  options.lister_watcher = *std::move(lw);
+  options.expected_kind = info->kind;
+  options.indexers = std::move(v->indexes);
+  options.transform = std::move(v->transform);
+  options.backoff = options_.backoff;
+  options.stall_timeout = options_.stall_timeout;
+  options.metrics = options_.metrics;
+  absl::StatusOr<std::unique_ptr<informer::SharedInformer>> built =
+      informer::SharedInformer::Create(std::move(options));
+  if (!built.ok()) return built.status();
+  if (absl::Status started = (*built)->Start(); !started.ok()) return started;
+  entry.informer = *std::move(built);
+  MutexLock lock(&mu_);
+  informers_[id] = entry;
+  return entry;
+}
+
+absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Get(absl::string_view id) const {
+  MutexLock lock(&mu_);
+  auto it = informers_.find(id);
+  if (it == informers_.end()) {
+    return absl::NotFoundError(absl::StrCat("informer \"", id, "\" does not exist"));
+  }
+  return it->second;
+}
+
+std::shared_ptr<informer::SharedInformer> InformerRegistry::Find(absl::string_view id) const {
+  MutexLock lock(&mu_);
+  auto it = informers_.find(id);
+  return it == informers_.end() ? nullptr : it->second.informer;
+}
+
+absl::Status InformerRegistry::Delete(absl::string_view id) {
+  MutexLock change_lock(&change_mu_);
+  std::shared_ptr<informer::SharedInformer> informer;
+  {
+    MutexLock lock(&mu_);
+    auto it = informers_.find(id);
+    if (it == informers_.end()) {
+      return absl::NotFoundError(absl::StrCat("informer \"", id, "\" does not exist"));
+    }
+    informer = std::move(it->second.informer);
+    informers_.erase(it);
+  }
+  // Stopped now, whoever still holds it; freed when the last holder lets go.
+  informer->Stop();
+  return absl::OkStatus();
+}
+
+std::vector<InformerRegistry::Entry> InformerRegistry::List() const {
+  std::vector<Entry> entries;
+  MutexLock lock(&mu_);
+  entries.reserve(informers_.size());
+  for (const auto& [id, entry] : informers_) entries.push_back(entry);
+  return entries;
+}
+
+}  // namespace informerd::service

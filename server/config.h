@@ -1,0 +1,110 @@
+// DaemonConfig: what informerd runs — listen addresses, TLS, the clusters it talks to, and the
+// informers and queues it creates at start-up — read from a YAML file and overridden by flags.
+//
+//   absl::StatusOr<DaemonConfig> config = LoadConfigFile("/etc/informerd/config.yaml");
+//   absl::Status s = ApplyFlags(argc, argv, &*config);   // --listen, --kubeconfig, ...
+//
+// The file (every key optional; keys in lowerCamelCase):
+//
+//   listen: ["127.0.0.1:7470", "unix:///run/informerd/informerd.sock"]
+//   metricsListen: "127.0.0.1:7471"           # "" turns the HTTP endpoint off
+//   tls: {cert: server.pem, key: server-key.pem, clientCa: ca.pem}   # TCP listeners; clientCa: mTLS
+//   shutdownGracePeriod: 30s                  # SIGTERM: in-flight keys get this long to finish
+//   limits: {maxMessageBytes: 16777216, maxConcurrentStreams: 1000, maxSubscribers: 10000}
+//   keepalive: {time: 5s, timeout: 3s}        # how fast a dead worker is noticed
+//   clusters:
+//     - name: prod                            # the first is the default unless one says default
+//       kubeconfig: /home/me/.kube/config     # or inCluster: true
+//       context: prod-admin
+//       qps: 0                                # client-side rate limit (0: none)
+//       burst: 0
+//   informers:                                # informerd.v1.InformerSpec in proto JSON, plus
+//     - name: pods                            #   an alias queues can refer to
+//       resource: {version: v1, resource: pods}
+//       namespace: team-a
+//       indexes: [{name: by-node, fieldPath: spec.nodeName}]
+//   queues:                                   # informerd.v1.QueueSpec in proto JSON
+//     - name: pod-reconciler
+//       sources: [{informerId: pods}]          # an informer alias (or id)
+//
+// Errors name the file, the key and what is wrong ("config.yaml: clusters[0].kubeconfig: ...").
+//
+// Thread safety: plain values.
+#ifndef INFORMERD_SERVER_CONFIG_H_
+#define INFORMERD_SERVER_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "informerd/v1/informers.pb.h"
+#include "informerd/v1/queues.pb.h"
+
+namespace informerd {
+
+struct ClusterConfig {
+  std::string name;
+  std::string kubeconfig;  // "" with in_cluster false: $KUBECONFIG, else ~/.kube/config
+  std::string context;
+  bool in_cluster = false;
+  bool is_default = false;
+  double qps = 0;
+  int burst = 0;
+};
+
+struct InformerConfig {
+  // How queues in the config refer to it ("" if none).
+  std::string alias;
+  v1::InformerSpec spec;
+};
+
+struct TlsConfig {
+  std::string cert_file;
+  std::string key_file;
+  // Set: clients must present a certificate signed by this CA (mTLS).
+  std::string client_ca_file;
+  bool enabled() const { return !cert_file.empty(); }
+};
+
+struct DaemonConfig {
+  // "host:port" or "unix:///path". Default: 127.0.0.1:7470.
+  std::vector<std::string> listen;
+  // Prometheus /metrics, /healthz, /readyz. "" turns it off.
+  std::string metrics_listen = "127.0.0.1:7471";
+  TlsConfig tls;
+  absl::Duration shutdown_grace_period = absl::Seconds(30);
+  int64_t max_message_bytes = 16 << 20;
+  int max_concurrent_streams = 1000;
+  int max_subscribers = 10000;
+  absl::Duration keepalive_time = absl::Seconds(5);
+  absl::Duration keepalive_timeout = absl::Seconds(3);
+  std::vector<ClusterConfig> clusters;
+  std::vector<InformerConfig> informers;
+  std::vector<v1::QueueSpec> queues;
+  // "trace", "debug", "info", "warn", "error".
+  std::string log_level = "info";
+};
+
+// Parses a config file's text; `origin` names it in errors. INVALID_ARGUMENT naming the key.
+absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_view origin);
+// Reads and parses a file; NOT_FOUND / PERMISSION_DENIED naming it when it cannot be read.
+absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
+
+// Command-line flags over a config (`--flag=value` or `--flag value`):
+//   --config=PATH (read first, then the other flags apply over it)  --listen=ADDR (repeatable;
+//   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
+//   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
+//   --log-level=LEVEL
+// --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".
+// INVALID_ARGUMENT naming an unknown flag or a bad value. `*help` is set for --help.
+absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help);
+
+// The flags, for --help.
+std::string FlagsUsage();
+
+}  // namespace informerd
+
+#endif  // INFORMERD_SERVER_CONFIG_H_

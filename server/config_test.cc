@@ -1,0 +1,160 @@
+#include "server/config.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace informerd {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+absl::Status Error(absl::string_view yaml) { return ParseConfig(yaml, "c.yaml").status(); }
+
+TEST(ConfigTest, AnEmptyFileGivesTheDefaults) {
+  absl::StatusOr<DaemonConfig> c = ParseConfig("", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen, ElementsAre("127.0.0.1:7470"));
+  EXPECT_EQ(c->metrics_listen, "127.0.0.1:7471");
+  EXPECT_TRUE(c->clusters.empty());
+  EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(30));
+}
+
+TEST(ConfigTest, AFullFileIsRead) {
+  absl::StatusOr<DaemonConfig> c = ParseConfig(R"(
+listen: ["127.0.0.1:0", "unix:///tmp/i.sock"]
+metricsListen: "127.0.0.1:0"
+shutdownGracePeriod: 1m30s
+limits: {maxMessageBytes: 1048576, maxConcurrentStreams: 50, maxSubscribers: 7}
+keepalive: {time: 2s, timeout: 1s}
+clusters:
+  - name: prod
+    kubeconfig: /k/config
+    context: admin
+    qps: 12.5
+    burst: 20
+  - name: local
+    inCluster: true
+    default: true
+informers:
+  - name: pods
+    cluster: prod
+    resource: {version: v1, resource: pods}
+    namespace: team-a
+    labelSelector: "app=web"
+    indexes: [{name: by-node, fieldPath: spec.nodeName}]
+    transform: {dropPaths: [metadata.annotations]}
+queues:
+  - name: reconcile
+    rateLimiter: {exponential: {baseDelayMs: 5, maxDelayMs: 60000}}
+    sources: [{informerId: pods}]
+    resyncPeriodMs: 600000
+)",
+                                               "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(c->listen, ElementsAre("127.0.0.1:0", "unix:///tmp/i.sock"));
+  EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(90));
+  EXPECT_EQ(c->max_message_bytes, 1048576);
+  EXPECT_EQ(c->max_concurrent_streams, 50);
+  EXPECT_EQ(c->max_subscribers, 7);
+  EXPECT_EQ(c->keepalive_time, absl::Seconds(2));
+  ASSERT_EQ(c->clusters.size(), 2u);
+  EXPECT_EQ(c->clusters[0].kubeconfig, "/k/config");
+  EXPECT_EQ(c->clusters[0].context, "admin");
+  EXPECT_DOUBLE_EQ(c->clusters[0].qps, 12.5);
+  EXPECT_EQ(c->clusters[0].burst, 20);
+  EXPECT_TRUE(c->clusters[1].in_cluster);
+  EXPECT_TRUE(c->clusters[1].is_default);
+  ASSERT_EQ(c->informers.size(), 1u);
+  EXPECT_EQ(c->informers[0].alias, "pods");
+  EXPECT_EQ(c->informers[0].spec.resource().resource(), "pods");
+  EXPECT_EQ(c->informers[0].spec.label_selector(), "app=web");
+  ASSERT_EQ(c->informers[0].spec.indexes_size(), 1);
+  EXPECT_EQ(c->informers[0].spec.indexes(0).field_path(), "spec.nodeName");
+  EXPECT_EQ(c->informers[0].spec.transform().drop_paths(0), "metadata.annotations");
+  ASSERT_EQ(c->queues.size(), 1u);
+  EXPECT_EQ(c->queues[0].rate_limiter().exponential().max_delay_ms(), 60000);
+  EXPECT_EQ(c->queues[0].sources(0).informer_id(), "pods");
+  EXPECT_EQ(c->queues[0].resync_period_ms(), 600000);
+}
+
+TEST(ConfigTest, MistakesAreNamed) {
+  EXPECT_THAT(Error("listne: [a]").message(), HasSubstr("c.yaml: listne: unknown key"));
+  EXPECT_THAT(Error("listen: [nocolon]").message(), HasSubstr("listen[0]"));
+  EXPECT_THAT(Error("shutdownGracePeriod: soon").message(),
+              HasSubstr("shutdownGracePeriod: \"soon\" is not a duration"));
+  EXPECT_THAT(Error("limits: {maxSubscribers: 0}").message(),
+              HasSubstr("limits.maxSubscribers: must be in [1,"));
+  EXPECT_THAT(Error("limits: {maxSubscribers: many}").message(),
+              HasSubstr("limits.maxSubscribers: must be an integer"));
+  EXPECT_THAT(Error("keepalive: {time: 10ms}").message(),
+              HasSubstr("keepalive.time: must be at least 1s"));
+  EXPECT_THAT(Error("clusters: [{name: a, kubeconfig: /x, inCluster: true}]").message(),
+              HasSubstr("clusters[0].inCluster: cannot be combined with kubeconfig"));
+  EXPECT_THAT(Error("clusters: [{name: a}, {name: a}]").message(),
+              HasSubstr("clusters[1].name: \"a\" is used twice"));
+  EXPECT_THAT(Error("clusters: [{name: a, qps: -1}]").message(), HasSubstr("clusters[0].qps"));
+  EXPECT_THAT(Error("clusters: [{nmae: a}]").message(), HasSubstr("clusters[0].nmae: unknown key"));
+  EXPECT_THAT(Error("clusters: [{default: true}, {default: true}]").message(),
+              HasSubstr("more than one is the default"));
+  EXPECT_THAT(Error("informers: [{resource: {version: v1, resource: pods}, namspace: x}]").message(),
+              HasSubstr("informers[0]"));
+  EXPECT_THAT(Error("informers: [{name: a}, {name: a}]").message(),
+              HasSubstr("informers[1].name: \"a\" is used twice"));
+  EXPECT_THAT(Error("queues: [{name: q, rateLimiter: {exponential: {baseDelayMs: x}}}]").message(),
+              HasSubstr("queues[0]"));
+  EXPECT_THAT(Error("tls: {cert: a.pem}").message(), HasSubstr("tls: cert and key go together"));
+  EXPECT_THAT(Error("logLevel: loud").message(), HasSubstr("logLevel: must be one of"));
+  EXPECT_THAT(Error("listen: [a").message(), HasSubstr("c.yaml:"));  // YAML syntax, with a place
+  EXPECT_THAT(Error("- just\n- a list").message(), HasSubstr("must be a mapping"));
+  EXPECT_TRUE(absl::IsInvalidArgument(Error("informers: 3")));
+}
+
+TEST(ConfigTest, AFileThatCannotBeReadIsNamed) {
+  absl::Status s = LoadConfigFile("/nonexistent/informerd.yaml").status();
+  EXPECT_TRUE(absl::IsNotFound(s)) << s;
+  EXPECT_THAT(s.message(), HasSubstr("/nonexistent/informerd.yaml"));
+}
+
+TEST(ConfigTest, FlagsApplyOverTheFile) {
+  const std::string path = ::testing::TempDir() + "/flags.yaml";
+  std::ofstream(path) << "listen: [\"127.0.0.1:1\"]\nclusters: [{name: a, kubeconfig: /a}]\n";
+  bool help = false;
+  absl::StatusOr<DaemonConfig> c = ConfigFromFlags(
+      {"--config", path, "--listen=127.0.0.1:2", "--listen", "unix:///tmp/s", "--kubeconfig=/b",
+       "--context=ctx", "--shutdown-grace=5s", "--metrics-listen="},
+      &help);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(help);
+  EXPECT_THAT(c->listen, ElementsAre("127.0.0.1:2", "unix:///tmp/s"));
+  ASSERT_EQ(c->clusters.size(), 1u);
+  EXPECT_EQ(c->clusters[0].name, "default");
+  EXPECT_EQ(c->clusters[0].kubeconfig, "/b");
+  EXPECT_EQ(c->clusters[0].context, "ctx");
+  EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(5));
+  EXPECT_EQ(c->metrics_listen, "");
+}
+
+TEST(ConfigTest, BadFlagsAreNamed) {
+  bool help = false;
+  EXPECT_THAT(ConfigFromFlags({"--lisen=x"}, &help).status().message(),
+              HasSubstr("unknown flag --lisen"));
+  EXPECT_THAT(ConfigFromFlags({"--listen"}, &help).status().message(),
+              HasSubstr("--listen needs a value"));
+  EXPECT_THAT(ConfigFromFlags({"--shutdown-grace=later"}, &help).status().message(),
+              HasSubstr("--shutdown-grace"));
+  EXPECT_THAT(ConfigFromFlags({"--in-cluster", "--kubeconfig=/x"}, &help).status().message(),
+              HasSubstr("cannot be combined"));
+  EXPECT_THAT(ConfigFromFlags({"stray"}, &help).status().message(),
+              HasSubstr("unexpected argument"));
+  EXPECT_THAT(ConfigFromFlags({"--config=/nonexistent.yaml"}, &help).status().message(),
+              HasSubstr("/nonexistent.yaml"));
+  ASSERT_TRUE(ConfigFromFlags({"--help"}, &help).ok());
+  EXPECT_TRUE(help);
+}
+
+}  // namespace
+}  // namespace informerd

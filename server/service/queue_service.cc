@@ -1,0 +1,172 @@
+#include "server/service/queue_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace informerd::service {
+namespace {
+
+grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpc(status));
+  return reactor;
+}
+
+absl::StatusOr<std::shared_ptr<NamedQueue>> FindQueue(QueueRegistry* queues,
+                                                      const std::string& name) {
+  if (name.empty()) return absl::InvalidArgumentError("queue: required");
+  return queues->Get(name);
+}
+
+// Every key valid and the batch within bounds; else INVALID_ARGUMENT naming the first bad one.
+absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys) {
+  if (keys.size() > kMaxKeysPerRequest) {
+    return absl::InvalidArgumentError(absl::StrCat("keys: ", keys.size(), " keys, at most ",
+                                                   kMaxKeysPerRequest, " per request"));
+  }
+  for (int i = 0; i < keys.size(); ++i) {
+    if (std::string why = InvalidKeyReason(keys[i]); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+QueueService::QueueService(QueueRegistry* queues) : queues_(queues) {}
+
+QueueService::~QueueService() {
+  std::vector<std::thread> drains;
+  {
+    MutexLock lock(&mu_);
+    drains.swap(drains_);
+  }
+  for (std::thread& t : drains) t.join();
+}
+
+grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* context,
+                                                    const v1::CreateQueueRequest* request,
+                                                    v1::QueueInfo* response) {
+  auto q = queues_->Create(request->spec());
+  if (q.ok()) {
+    *response->mutable_spec() = (*q)->spec();
+    *response->mutable_state() = (*q)->State();
+  }
+  return Reply(context, q.status());
+}
+
+grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* context,
+                                                    const v1::DeleteQueueRequest* request,
+                                                    v1::DeleteQueueResponse* response) {
+  if (request->queue().empty()) return Reply(context, absl::InvalidArgumentError("queue: required"));
+  return Reply(context, queues_->Delete(request->queue()));
+}
+
+grpc::ServerUnaryReactor* QueueService::GetQueue(grpc::CallbackServerContext* context,
+                                                 const v1::GetQueueRequest* request,
+                                                 v1::QueueInfo* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (q.ok()) {
+    *response->mutable_spec() = (*q)->spec();
+    *response->mutable_state() = (*q)->State();
+  }
+  return Reply(context, q.status());
+}
+
+grpc::ServerUnaryReactor* QueueService::Add(grpc::CallbackServerContext* context,
+                                            const v1::AddRequest* request,
+                                            v1::AddResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
+  return Reply(context, (*q)->Add(request->keys()));
+}
+
+grpc::ServerUnaryReactor* QueueService::AddAfter(grpc::CallbackServerContext* context,
+                                                 const v1::AddAfterRequest* request,
+                                                 v1::AddResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
+  // At most a year: beyond that absl::Duration arithmetic in the queue would saturate.
+  constexpr int64_t kMaxDelayMs = int64_t{365} * 24 * 3600 * 1000;
+  if (request->delay_ms() < 0 || request->delay_ms() > kMaxDelayMs) {
+    return Reply(context, absl::InvalidArgumentError(
+                              absl::StrCat("delay_ms: must be in 0..", kMaxDelayMs, ", got ",
+                                           request->delay_ms())));
+  }
+  return Reply(context,
+               (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms())));
+}
+
+grpc::ServerUnaryReactor* QueueService::AddRateLimited(grpc::CallbackServerContext* context,
+                                                       const v1::AddRateLimitedRequest* request,
+                                                       v1::AddResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
+  return Reply(context, (*q)->AddRateLimited(request->keys()));
+}
+
+grpc::ServerUnaryReactor* QueueService::Forget(grpc::CallbackServerContext* context,
+                                               const v1::ForgetRequest* request,
+                                               v1::ForgetResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
+  (*q)->Forget(request->keys());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* QueueService::NumRequeues(grpc::CallbackServerContext* context,
+                                                    const v1::NumRequeuesRequest* request,
+                                                    v1::NumRequeuesResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (std::string why = InvalidKeyReason(request->key()); !why.empty()) {
+    return Reply(context, absl::InvalidArgumentError(absl::StrCat("key: ", why)));
+  }
+  response->set_requeues((*q)->NumRequeues(request->key()));
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* QueueService::Len(grpc::CallbackServerContext* context,
+                                            const v1::LenRequest* request,
+                                            v1::LenResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  response->set_len((*q)->Len());
+  return Reply(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* QueueService::ShutDown(grpc::CallbackServerContext* context,
+                                                 const v1::ShutDownRequest* request,
+                                                 v1::ShutDownResponse* response) {
+  auto q = FindQueue(queues_, request->queue());
+  if (!q.ok()) return Reply(context, q.status());
+  if (!request->drain()) {
+    (*q)->ShutDown();
+    return Reply(context, absl::OkStatus());
+  }
+  // The drain may take as long as the slowest worker: wait off the gRPC threads. The wait ends
+  // when the keys are done, or when Delete/ShutDownAll shut the queue's processing down.
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  MutexLock lock(&mu_);
+  drains_.emplace_back([queue = *std::move(q), reactor] {
+    while (!queue->ShutDownAndDrain(absl::Now() + absl::Milliseconds(200))) {
+      if (queue->closed()) break;
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace informerd::service

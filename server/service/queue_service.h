@@ -1,0 +1,83 @@
+// QueueService: the Queues gRPC service (queues.proto) over a QueueRegistry — create, delete and
+// inspect named queues, and client-go's workqueue calls (Add, AddAfter, AddRateLimited, Forget,
+// NumRequeues, Len, ShutDown) across the process boundary.
+//
+//   QueueRegistry queues(&informers, {.metrics = &metrics});
+//   QueueService service(&queues);
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);
+//
+// Every request is validated before anything changes: an unknown queue is NOT_FOUND naming it;
+// a bad key ("keys[3]: must not be empty", at most 1024 bytes, at most kMaxKeysPerRequest keys)
+// or delay is INVALID_ARGUMENT naming the field; nothing of a rejected batch is added.
+//
+// Reactions never block: ShutDown with drain waits on a helper thread of its own, which the
+// registry's Delete or ShutDownAll cuts short.
+//
+// Thread safety: gRPC calls the methods from any thread; the service holds no state of its own
+// besides those helper threads.
+#ifndef INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
+#define INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
+
+#include <thread>
+#include <vector>
+
+#include "base/mutex.h"
+#include "informerd/v1/queues.grpc.pb.h"
+#include "server/service/queue_registry.h"
+
+namespace informerd::service {
+
+// Keys per Add/AddAfter/AddRateLimited/Forget request, at most.
+inline constexpr int kMaxKeysPerRequest = 10000;
+
+// absl::Status to grpc::Status (same code and message).
+grpc::Status ToGrpc(const absl::Status& status);
+
+class QueueService final : public v1::Queues::CallbackService {
+ public:
+  // `queues` must outlive the service.
+  explicit QueueService(QueueRegistry* queues);
+  // Joins the drain helpers. REQUIRES: the gRPC server is shut down, and the registry's
+  // ShutDownAll (or Delete) has ended any drain still waiting.
+  ~QueueService() override;
+
+  // v1::Queues::CallbackService:
+  grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext* context,
+                                        const v1::CreateQueueRequest* request,
+                                        v1::QueueInfo* response) override;
+  grpc::ServerUnaryReactor* DeleteQueue(grpc::CallbackServerContext* context,
+                                        const v1::DeleteQueueRequest* request,
+                                        v1::DeleteQueueResponse* response) override;
+  grpc::ServerUnaryReactor* GetQueue(grpc::CallbackServerContext* context,
+                                     const v1::GetQueueRequest* request,
+                                     v1::QueueInfo* response) override;
+  grpc::ServerUnaryReactor* Add(grpc::CallbackServerContext* context,
+                                const v1::AddRequest* request, v1::AddResponse* response) override;
+  grpc::ServerUnaryReactor* AddAfter(grpc::CallbackServerContext* context,
+                                     const v1::AddAfterRequest* request,
+                                     v1::AddResponse* response) override;
+  grpc::ServerUnaryReactor* AddRateLimited(grpc::CallbackServerContext* context,
+                                           const v1::AddRateLimitedRequest* request,
+                                           v1::AddResponse* response) override;
+  grpc::ServerUnaryReactor* Forget(grpc::CallbackServerContext* context,
+                                   const v1::ForgetRequest* request,
+                                   v1::ForgetResponse* response) override;
+  grpc::ServerUnaryReactor* NumRequeues(grpc::CallbackServerContext* context,
+                                        const v1::NumRequeuesRequest* request,
+                                        v1::NumRequeuesResponse* response) override;
+  grpc::ServerUnaryReactor* Len(grpc::CallbackServerContext* context,
+                                const v1::LenRequest* request, v1::LenResponse* response) override;
+  grpc::ServerUnaryReactor* ShutDown(grpc::CallbackServerContext* context,
+                                     const v1::ShutDownRequest* request,
+                                     v1::ShutDownResponse* response) override;
+
+ private:
+  QueueRegistry* const queues_;
+  Mutex mu_;
+  std::vector<std::thread> drains_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace informerd::service
+
+#endif  // INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_

@@ -1,0 +1,244 @@
+#include "server/service/work_service.h"
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "base/mutex.h"
+#include "server/service/queue_service.h"
+
+namespace informerd::service {
+
+// One worker stream: the gRPC reactor and the queue's LeaseSink in one object.
+//
+// Lifetime: shared. The stream holds a reference to itself from creation until OnDone; the
+// queue's dispatcher holds one while it delivers. So a delivery racing with the stream's end
+// finds the object alive (and drops what it brings, since the worker has given those keys back).
+//
+// gRPC may run a reaction inline from Start*/Finish when called from a thread of ours, so no
+// Start*/Finish call is made with mu_ held.
+class WorkService::Stream final
+    : public grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>,
+      public LeaseSink,
+      public std::enable_shared_from_this<Stream> {
+ public:
+  Stream(QueueRegistry* queues, grpc::CallbackServerContext* context)
+      : queues_(queues), context_(context) {}
+
+  void Begin() {
+    self_ = shared_from_this();
+    StartRead(&in_);
+  }
+
+  // LeaseSink (dispatcher thread):
+  void Deliver(std::vector<workqueue::Lease> leases) override {
+    {
+      MutexLock lock(&mu_);
+      if (finishing_) return;  // the worker is detached or about to be: the keys went back
+      for (auto& l : leases) pending_leases_.push_back(std::move(l));
+    }
+    Pump();
+  }
+  void Close(const absl::Status& status) override { RequestFinish(ToGrpc(status)); }
+
+  // grpc::ServerBidiReactor:
+  void OnReadDone(bool ok) override {
+    std::shared_ptr<Stream> keep = shared_from_this();
+    if (!ok) {
+      // The client half-closed or the stream broke: either way no more outcomes will come.
+      RequestFinish(grpc::Status::OK);
+      return;
+    }
+    if (worker_ == nullptr) {
+      if (grpc::Status s = HandleStart(); !s.ok()) {
+        RequestFinish(s);
+        return;
+      }
+    } else {
+      switch (in_.kind_case()) {
+        case v1::ProcessRequest::kOutcomes: {
+          std::vector<v1::Refusal> refusals = worker_->Apply(in_.outcomes());
+          if (!refusals.empty()) {
+            v1::ProcessResponse r;
+            for (auto& x : refusals) *r.mutable_refusals()->add_refusals() = std::move(x);
+            Send(std::move(r));
+          }
+          break;
+        }
+        case v1::ProcessRequest::kStart:
+          RequestFinish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                     "start: sent twice; a stream serves one queue"));
+          return;
+        default:
+          break;  // an empty message: nothing to do
+      }
+    }
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::shared_ptr<Stream> keep = shared_from_this();
+    {
+      MutexLock lock(&mu_);
+      writing_ = false;
+      if (!ok) {
+        // The stream is broken: nothing more can be written, so finish now.
+        finishing_ = true;
+        pending_control_.clear();
+        if (!finish_status_) finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
+      }
+    }
+    Pump();
+  }
+
+  void OnCancel() override {
+    RequestFinish(grpc::Status(grpc::StatusCode::CANCELLED, "cancelled"));
+  }
+
+  void OnDone() override {
+    // Every held key is done and added again; the queue lets go of this sink.
+    if (worker_ != nullptr) worker_->Detach();
+    std::shared_ptr<Stream> last = std::move(self_);
+    // `last` may be the final reference: this object may be gone after the next line.
+  }
+
+ private:
+  grpc::Status HandleStart() {
+    if (in_.kind_case() != v1::ProcessRequest::kStart) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "the first message must be start");
+    }
+    const v1::Start& start = in_.start();
+    if (start.queue().empty()) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "start.queue: required");
+    }
+    if (start.max_in_flight() < 1 || start.max_in_flight() > kMaxInFlight) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("start.max_in_flight: must be in 1..", kMaxInFlight,
+                                       ", got ", start.max_in_flight()));
+    }
+    if (start.worker_name().size() > 253) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          "start.worker_name: at most 253 bytes");
+    }
+    auto queue = queues_->Get(start.queue());
+    if (!queue.ok()) return ToGrpc(queue.status());
+    auto worker = (*queue)->Attach({.peer = context_->peer(),
+                                    .name = start.worker_name(),
+                                    .max_in_flight = start.max_in_flight(),
+                                    .max_batch = start.max_batch()},
+                                   shared_from_this());
+    if (!worker.ok()) return ToGrpc(worker.status());
+    // Member order: the worker is released before the queue it points into.
+    queue_ = *std::move(queue);
+    worker_ = *std::move(worker);
+    const uint32_t batch = start.max_batch();
+    v1::ProcessResponse r;
+    r.mutable_started()->set_queue(start.queue());
+    r.mutable_started()->set_stream_id(worker_->stream_id());
+    {
+      MutexLock lock(&mu_);
+      max_batch_ = batch == 0 || batch > start.max_in_flight() ? start.max_in_flight() : batch;
+      // Started goes out before any lease: leases wait until `started_` is set.
+      pending_control_.push_back(std::move(r));
+      started_ = true;
+    }
+    Pump();
+    return grpc::Status::OK;
+  }
+
+  void Send(v1::ProcessResponse response) {
+    {
+      MutexLock lock(&mu_);
+      if (finishing_) return;
+      pending_control_.push_back(std::move(response));
+    }
+    Pump();
+  }
+
+  void RequestFinish(grpc::Status status) {
+    {
+      MutexLock lock(&mu_);
+      if (!finishing_) {
+        finishing_ = true;
+        finish_status_ = std::move(status);
+      }
+    }
+    Pump();
+  }
+
+  // Starts the next write, or Finish once finishing and nothing more is to be written. At most
+  // one write is in flight; leases are not written once finishing (the worker gives them back).
+  void Pump() {
+    enum { kNothing, kWrite, kFinish } action = kNothing;
+    grpc::Status status;
+    {
+      MutexLock lock(&mu_);
+      if (writing_ || finished_) return;
+      if (!pending_control_.empty()) {
+        out_ = std::move(pending_control_.front());
+        pending_control_.pop_front();
+        action = kWrite;
+      } else if (finishing_) {
+        finished_ = true;
+        status = finish_status_.value_or(grpc::Status::OK);
+        action = kFinish;
+      } else if (started_ && !pending_leases_.empty()) {
+        out_.Clear();
+        auto* leases = out_.mutable_leases();
+        const size_t n = std::min<size_t>(max_batch_, pending_leases_.size());
+        for (size_t i = 0; i < n; ++i) {
+          workqueue::Lease& l = pending_leases_.front();
+          v1::Lease* pl = leases->add_leases();
+          pl->set_key(std::move(l.key));
+          pl->set_token(l.token);
+          pending_leases_.pop_front();
+        }
+        action = kWrite;
+      }
+      if (action == kWrite) writing_ = true;
+    }
+    if (action == kWrite) {
+      if (out_.has_leases() && queue_ != nullptr) {
+        // Requeue counts are read outside our lock (the limiter has its own).
+        for (v1::Lease& l : *out_.mutable_leases()->mutable_leases()) {
+          l.set_requeues(queue_->NumRequeues(l.key()));
+        }
+      }
+      StartWrite(&out_);
+    } else if (action == kFinish) {
+      Finish(status);
+    }
+  }
+
+  QueueRegistry* const queues_;
+  grpc::CallbackServerContext* const context_;
+  std::shared_ptr<Stream> self_;  // until OnDone
+  // Read side: touched only by the serialized read reactions (and OnDone, after them).
+  v1::ProcessRequest in_;
+  std::shared_ptr<NamedQueue> queue_;
+  std::unique_ptr<Worker> worker_;
+
+  Mutex mu_;
+  v1::ProcessResponse out_;  // the write in flight; touched only by whoever set writing_
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
+  uint32_t max_batch_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<v1::ProcessResponse> pending_control_ ABSL_GUARDED_BY(mu_);
+  std::deque<workqueue::Lease> pending_leases_ ABSL_GUARDED_BY(mu_);
+};
+
+grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* WorkService::Process(
+    grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<Stream>(queues_, context);
+  stream->Begin();
+  return stream.get();
+}
+
+}  // namespace informerd::service

@@ -42,7 +42,10 @@ absl::Status Clusters::Add(ClusterOptions options) {
   }
   const std::string server = options.config.host;
   absl::StatusOr<std::unique_ptr<client::Client>> created = client::Client::Create(
-      {.config = std::move(options.config), .qps = options.qps, .burst = options.burst});
+      {.config = std::move(options.config),
+       .user_agent = options.user_agent,
+       .qps = options.qps,
+       .burst = options.burst});
   if (!created.ok()) {
     return absl::Status(created.status().code(),
                         absl::StrCat("cluster ", options.name, ": ", created.status().message()));

@@ -31,6 +31,8 @@ struct ClusterOptions {
   // Client-side rate limit for this cluster's requests (0: none).
   double qps = 0;
   int burst = 0;
+  // Sent with every request (the API server's audit logs and per-client limits see it).
+  std::string user_agent = "informerd/0.1";
 };
 
 class Clusters {

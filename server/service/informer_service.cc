@@ -1,0 +1,606 @@
+// InformerService: see informer_service.h.
+#include "server/service/informer_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "server/informer/field_selector.h"
+#include "server/informer/label_selector.h"
+#include "server/informer/processor_listener.h"
+
+namespace informerd::service {
+namespace {
+
+using informer::Notification;
+using informer::ObjectPtr;
+
+constexpr uint32_t kDefaultListBatch = 500;
+constexpr uint32_t kMaxListBatch = 10000;
+constexpr uint32_t kDefaultWatchBuffer = 4096;
+constexpr uint32_t kDefaultWatchBatch = 256;
+
+grpc::Status ToGrpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // absl and gRPC share the canonical code numbers.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+grpc::Status InvalidArgument(absl::string_view field, absl::string_view what) {
+  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, ": ", what));
+}
+
+// The object as the API carries it: its JSON bytes (one copy) and its parsed metadata.
+void ToProto(const client::Object& object, v1::Object* out) {
+  out->set_json(object.json().data(), object.json().size());
+  v1::ObjectMeta* meta = out->mutable_metadata();
+  meta->set_namespace_(object.namespace_name().data(), object.namespace_name().size());
+  meta->set_name(object.name().data(), object.name().size());
+  meta->set_uid(object.uid().data(), object.uid().size());
+  meta->set_resource_version(object.resource_version().data(), object.resource_version().size());
+  meta->set_generation(object.generation());
+  meta->set_deletion_timestamp(object.deletion_timestamp().data(),
+                               object.deletion_timestamp().size());
+  meta->set_key(object.key().data(), object.key().size());
+  meta->set_api_version(object.api_version().data(), object.api_version().size());
+  meta->set_kind(object.kind().data(), object.kind().size());
+  auto& labels = *meta->mutable_labels();
+  for (const client::Object::Label& label : object.labels()) {
+    labels[std::string(label.key)] = std::string(label.value);
+  }
+  for (const client::OwnerReference& ref : object.owner_references()) {
+    v1::OwnerReference* o = meta->add_owner_references();
+    o->set_api_version(ref.api_version.data(), ref.api_version.size());
+    o->set_kind(ref.kind.data(), ref.kind.size());
+    o->set_name(ref.name.data(), ref.name.size());
+    o->set_uid(ref.uid.data(), ref.uid.size());
+    o->set_controller(ref.controller);
+  }
+}
+
+// Answers a streaming call with an error and nothing else.
+template <typename Response>
+class ErrorWriteReactor : public grpc::ServerWriteReactor<Response> {
+ public:
+  explicit ErrorWriteReactor(grpc::Status status) { this->Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+template <typename Response>
+grpc::ServerWriteReactor<Response>* Fail(grpc::Status status) {
+  return new ErrorWriteReactor<Response>(std::move(status));
+}
+
+grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, grpc::Status status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(std::move(status));
+  return reactor;
+}
+
+grpc::Status CheckId(absl::string_view id) {
+  if (id.empty()) return InvalidArgument("informer_id", "required");
+  if (id.size() > 512) return InvalidArgument("informer_id", "too long");
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+// ---- WaitForSync: polls HasSynced on a timer until it holds or the deadline passes ----
+
+class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
+ public:
+  WaitForSyncReactor(const InformerService* service, InformerRegistry::Entry entry,
+                     absl::Time deadline, v1::InformerInfo* response)
+      : service_(service), entry_(std::move(entry)), deadline_(deadline), response_(response),
+        timer_(service->clock_->CreateTimer([this] { Check(); })) {}
+
+  void Start() { Check(); }
+
+  void OnCancel() override {
+    // The timer callback may be running: Finish once, through the flag.
+    FinishOnce(grpc::Status::CANCELLED);
+  }
+  void OnDone() override { delete this; }  // ~Timer waits for a running Check
+
+ private:
+  void Check() {
+    if (entry_.informer->HasSynced()) {
+      FinishOnce(grpc::Status::OK, /*fill=*/true);
+      return;
+    }
+    const absl::Time now = service_->clock_->Now();
+    if (now >= deadline_) {
+      FinishOnce(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                              absl::StrCat("informer ", entry_.id, " has not synced yet")));
+      return;
+    }
+    MutexLock lock(&mu_);
+    if (!finished_) timer_->ArmAt(std::min(deadline_, now + service_->options_.sync_poll_interval));
+  }
+
+  // `fill`: answer with the informer's info. The response belongs to the call only until it
+  // finishes, so it is written under the same flag that makes Finish happen once.
+  void FinishOnce(grpc::Status status, bool fill = false) {
+    {
+      MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+      timer_->Disarm();
+      if (fill) service_->FillInfo(entry_, response_);
+    }
+    Finish(std::move(status));  // the last use of this reactor by the caller
+  }
+
+  const InformerService* const service_;
+  const InformerRegistry::Entry entry_;
+  const absl::Time deadline_;
+  v1::InformerInfo* const response_;
+  Mutex mu_;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Last: destroyed first, waiting for a running callback while the rest is intact.
+  const std::unique_ptr<Timer> timer_;
+};
+
+// ---- List: a snapshot of the cache written one batch per message ----
+
+class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListResponse> {
+ public:
+  ListReactor(std::vector<ObjectPtr> objects, std::string resource_version, size_t batch)
+      : objects_(std::move(objects)), resource_version_(std::move(resource_version)),
+        batch_(batch) {
+    WriteNext();
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
+      return;
+    }
+    if (next_ >= objects_.size()) {
+      Finish(grpc::Status::OK);
+      return;
+    }
+    WriteNext();
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  // Always at least one message, so that an empty list still reports the resourceVersion.
+  void WriteNext() {
+    response_.Clear();
+    response_.set_resource_version(resource_version_);
+    const size_t end = std::min(objects_.size(), next_ + batch_);
+    for (; next_ < end; ++next_) {
+      ToProto(*objects_[next_], response_.add_objects());
+      objects_[next_].reset();  // sent: let the cache free it if it changed meanwhile
+    }
+    StartWrite(&response_);
+  }
+
+  std::vector<ObjectPtr> objects_;
+  const std::string resource_version_;
+  const size_t batch_;
+  size_t next_ = 0;
+  v1::ListResponse response_;
+};
+
+// ---- Watch: one listener per stream, popped when the stream can take more ----
+//
+// State machine, under mu_: `busy_` is true while exactly one of these holds — Pump is running,
+// the timer is armed to run Pump, or a write is in flight (whose OnWriteDone runs Pump). So at
+// most one Pump runs and at most one message is in flight. An idle stream (busy_ false, its last
+// Pop found nothing) is woken by the listener's on_ready, by DeleteInformer (Kick) or by
+// cancellation. `wake_pending_` records an on_ready that came while busy, so that a Pop that
+// found nothing just before it is retried instead of losing the wake-up. Finish is called once,
+// only when not busy (nothing in flight, no timer armed); OnDone then removes the listener and
+// deletes the reactor.
+
+class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchResponse> {
+ public:
+  WatchReactor(InformerService* service, std::string id,
+               std::shared_ptr<informer::SharedInformer> informer, const v1::WatchRequest& request,
+               size_t max_batch)
+      : service_(service), id_(std::move(id)), informer_(std::move(informer)),
+        max_batch_(max_batch), include_old_object_(request.include_old_object()),
+        timer_(service->clock_->CreateTimer([this] { Pump(); })) {}
+
+  // Called once the listener is registered (busy_ is true until then, so nothing pumps early).
+  void Start(std::shared_ptr<informer::ProcessorListener> listener) {
+    listener_ = std::move(listener);
+    Pump();
+  }
+
+  // Registration failed before any listener existed.
+  void Abort(grpc::Status status) { FinishNow(std::move(status)); }
+
+  // on_ready: with the informer's distribution lock held — only flags and a timer.
+  void OnReady() {
+    MutexLock lock(&mu_);
+    wake_pending_ = true;
+    if (busy_ || finished_) return;
+    busy_ = true;
+    timer_->ArmAt(absl::InfinitePast());
+  }
+
+  // The informer was deleted.
+  void Kick() {
+    MutexLock lock(&mu_);
+    deleted_ = true;
+    if (busy_ || finished_) return;
+    busy_ = true;
+    timer_->ArmAt(absl::InfinitePast());
+  }
+
+  void OnCancel() override {
+    {
+      MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (busy_ || finished_) return;  // the pump, the timer or OnWriteDone will finish
+      busy_ = true;
+    }
+    FinishNow(grpc::Status::CANCELLED);
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      MutexLock lock(&mu_);
+      cancelled_ = true;
+    }
+    Pump();
+  }
+
+  void OnDone() override {
+    service_->RemoveSubscriber(id_, this);
+    if (listener_ != nullptr) informer_->RemoveEventHandler(listener_).IgnoreError();
+    delete this;  // ~Timer waits for a running Pump (one that just finished the call)
+  }
+
+ private:
+  // REQUIRES: busy_ is held by this caller.
+  void Pump() {
+    for (;;) {
+      {
+        MutexLock lock(&mu_);
+        wake_pending_ = false;
+      }
+      if (Stopping()) return;
+      batch_.clear();
+      if (!listener_->Pop(max_batch_, &batch_, /*wait=*/false)) {
+        FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                               absl::StrCat("informer ", id_, " was deleted")));
+        return;
+      }
+      response_.Clear();
+      for (const Notification& n : batch_) AddEvent(n);
+      listener_->Done(batch_);
+      batch_.clear();  // drop our references to the objects now that they are copied
+      // SYNCED after the last initial object: the listener's HasSynced counts exactly those.
+      if (!synced_sent_ && listener_->HasSynced()) {
+        response_.add_events()->set_type(v1::WatchEvent::SYNCED);
+        synced_sent_ = true;
+      }
+      if (response_.events_size() > 0) {
+        StartWrite(&response_);
+        return;
+      }
+      MutexLock lock(&mu_);
+      if (wake_pending_ || cancelled_ || deleted_) continue;
+      if (!synced_sent_) {
+        // Nothing to pop but not synced yet (e.g. an empty list): look again soon.
+        timer_->ArmAt(service_->clock_->Now() + service_->options_.sync_poll_interval);
+        return;
+      }
+      busy_ = false;
+      return;
+    }
+  }
+
+  // Finishes (and returns true) when the client went away or the informer was deleted.
+  bool Stopping() {
+    bool cancelled, deleted;
+    {
+      MutexLock lock(&mu_);
+      cancelled = cancelled_;
+      deleted = deleted_;
+    }
+    if (cancelled) {
+      FinishNow(grpc::Status::CANCELLED);
+      return true;
+    }
+    if (deleted) {
+      FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                             absl::StrCat("informer ", id_, " was deleted")));
+      return true;
+    }
+    return false;
+  }
+
+  void FinishNow(grpc::Status status) {
+    {
+      MutexLock lock(&mu_);
+      if (finished_) return;
+      finished_ = true;
+    }
+    Finish(std::move(status));  // the last use of this reactor by the caller
+  }
+
+  void AddEvent(const Notification& n) {
+    v1::WatchEvent* event = response_.add_events();
+    switch (n.type) {
+      case Notification::Type::kAdd:
+        event->set_type(v1::WatchEvent::ADDED);
+        event->set_initial(n.is_in_initial_list);
+        break;
+      case Notification::Type::kUpdate:
+        event->set_type(v1::WatchEvent::UPDATED);
+        if (include_old_object_ && n.old_object != nullptr) {
+          ToProto(*n.old_object, event->mutable_old_object());
+        }
+        break;
+      case Notification::Type::kDelete:
+        event->set_type(v1::WatchEvent::DELETED);
+        event->set_tombstone(n.final_state_unknown);
+        break;
+      case Notification::Type::kResnapshot:
+        event->set_type(v1::WatchEvent::RESNAPSHOT);
+        event->set_resnapshot_keys(n.resnapshot_keys);
+        return;
+    }
+    if (n.object != nullptr) ToProto(*n.object, event->mutable_object());
+  }
+
+  InformerService* const service_;
+  const std::string id_;
+  const std::shared_ptr<informer::SharedInformer> informer_;
+  const size_t max_batch_;
+  const bool include_old_object_;
+  std::shared_ptr<informer::ProcessorListener> listener_;  // set once by Start
+
+  // Used only by the one running Pump.
+  std::vector<Notification> batch_;
+  v1::WatchResponse response_;
+  bool synced_sent_ = false;
+
+  Mutex mu_;
+  bool busy_ ABSL_GUARDED_BY(mu_) = true;
+  bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // Last: destroyed first, waiting for a running Pump while the rest is intact.
+  const std::unique_ptr<Timer> timer_;
+};
+
+// ---- the service ----
+
+InformerService::InformerService(InformerRegistry* informers, InformerServiceOptions options)
+    : informers_(informers), options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+InformerService::~InformerService() = default;
+
+size_t InformerService::subscribers(absl::string_view id) const {
+  MutexLock lock(&mu_);
+  auto it = subscribers_.find(id);
+  return it == subscribers_.end() ? 0 : it->second.size();
+}
+
+void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::InformerInfo* info) const {
+  info->set_id(entry.id);
+  *info->mutable_spec() = entry.spec;
+  v1::InformerState* state = info->mutable_state();
+  const informer::SharedInformer& inf = *entry.informer;
+  state->set_synced(inf.HasSynced());
+  const informer::ReflectorStatus status = inf.reflector_status();
+  switch (status.state) {
+    case informer::ReflectorState::kIdle:
+      state->set_reflector_state("idle");
+      break;
+    case informer::ReflectorState::kListing:
+      state->set_reflector_state("listing");
+      break;
+    case informer::ReflectorState::kWatching:
+      state->set_reflector_state("watching");
+      break;
+    case informer::ReflectorState::kBackingOff:
+      state->set_reflector_state("backing-off");
+      break;
+    case informer::ReflectorState::kStopped:
+      state->set_reflector_state("stopped");
+      break;
+  }
+  state->set_last_sync_resource_version(status.last_sync_resource_version);
+  if (!status.last_error.ok()) {
+    state->set_last_error(status.last_error.ToString());
+    state->set_last_error_unix_ms(absl::ToUnixMillis(status.last_error_time));
+  }
+  const informer::MemoryUsage usage = inf.store().memory();
+  state->set_objects(usage.objects);
+  state->set_bytes(usage.bytes);
+  state->set_subscribers(static_cast<uint32_t>(subscribers(entry.id)));
+  state->set_lists(status.list_requests);
+  state->set_watches(status.watches_started);
+  state->set_events(status.events);
+}
+
+void InformerService::RemoveSubscriber(const std::string& id, WatchReactor* reactor) {
+  MutexLock lock(&mu_);
+  auto it = subscribers_.find(id);
+  if (it == subscribers_.end() || it->second.erase(reactor) == 0) return;
+  --total_subscribers_;
+  if (it->second.empty()) subscribers_.erase(it);
+}
+
+grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerContext* context,
+                                                          const v1::EnsureInformerRequest* request,
+                                                          v1::InformerInfo* response) {
+  if (!request->has_spec()) return Answer(context, InvalidArgument("spec", "required"));
+  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(request->spec());
+  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
+  FillInfo(*entry, response);
+  return Answer(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InformerService::DeleteInformer(grpc::CallbackServerContext* context,
+                                                          const v1::DeleteInformerRequest* request,
+                                                          v1::DeleteInformerResponse* response) {
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
+  if (absl::Status s = informers_->Delete(request->informer_id()); !s.ok()) {
+    return Answer(context, ToGrpc(s));
+  }
+  // Its listeners are stopped; wake the idle streams so that they end now.
+  MutexLock lock(&mu_);
+  if (auto it = subscribers_.find(request->informer_id()); it != subscribers_.end()) {
+    for (WatchReactor* reactor : it->second) reactor->Kick();
+  }
+  return Answer(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InformerService::GetInformer(grpc::CallbackServerContext* context,
+                                                       const v1::GetInformerRequest* request,
+                                                       v1::InformerInfo* response) {
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
+  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Get(request->informer_id());
+  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
+  FillInfo(*entry, response);
+  return Answer(context, grpc::Status::OK);
+}
+
+grpc::ServerUnaryReactor* InformerService::WaitForSync(grpc::CallbackServerContext* context,
+                                                       const v1::WaitForSyncRequest* request,
+                                                       v1::InformerInfo* response) {
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
+  if (request->timeout_ms() < 0) return Answer(context, InvalidArgument("timeout_ms", "negative"));
+  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Get(request->informer_id());
+  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
+  absl::Time deadline = absl::FromChrono(context->deadline());
+  if (request->timeout_ms() > 0) {
+    deadline = std::min(deadline, clock_->Now() + absl::Milliseconds(request->timeout_ms()));
+  }
+  auto* reactor = new WaitForSyncReactor(this, *std::move(entry), deadline, response);
+  reactor->Start();
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* InformerService::Get(grpc::CallbackServerContext* context,
+                                               const v1::GetRequest* request,
+                                               v1::GetResponse* response) {
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
+  if (request->key().empty()) return Answer(context, InvalidArgument("key", "required"));
+  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
+  if (informer == nullptr) {
+    return Answer(context, grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                        absl::StrCat("informer \"", request->informer_id(),
+                                                     "\" does not exist")));
+  }
+  const informer::GetResult got = informer->lister().Get(request->key());
+  response->set_found(got.object != nullptr);
+  if (got.object != nullptr) ToProto(*got.object, response->mutable_object());
+  response->set_resource_version(got.resource_version);
+  return Answer(context, grpc::Status::OK);
+}
+
+grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
+    grpc::CallbackServerContext* context, const v1::ListRequest* request) {
+  using R = v1::ListResponse;
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Fail<R>(s);
+  absl::StatusOr<informer::LabelSelector> labels =
+      informer::LabelSelector::Parse(request->label_selector());
+  if (!labels.ok()) return Fail<R>(InvalidArgument("label_selector", labels.status().message()));
+  absl::StatusOr<informer::FieldSelector> fields =
+      informer::FieldSelector::Parse(request->field_selector());
+  if (!fields.ok()) return Fail<R>(InvalidArgument("field_selector", fields.status().message()));
+  if (request->index_name().empty() != request->index_value().empty()) {
+    return Fail<R>(request->index_name().empty()
+                       ? InvalidArgument("index_name", "required with index_value")
+                       : InvalidArgument("index_value", "required with index_name"));
+  }
+  if (request->batch_size() > kMaxListBatch) {
+    return Fail<R>(InvalidArgument("batch_size", absl::StrCat("at most ", kMaxListBatch)));
+  }
+  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
+  if (informer == nullptr) {
+    return Fail<R>(grpc::Status(
+        grpc::StatusCode::NOT_FOUND,
+        absl::StrCat("informer \"", request->informer_id(), "\" does not exist")));
+  }
+  informer::ListResult result;
+  if (!request->index_name().empty()) {
+    absl::StatusOr<informer::ListResult> indexed =
+        informer->store().ByIndex(request->index_name(), request->index_value());
+    if (!indexed.ok()) return Fail<R>(InvalidArgument("index_name", indexed.status().message()));
+    result = *std::move(indexed);
+    const std::string& ns = request->namespace_();
+    std::erase_if(result.objects, [&](const ObjectPtr& o) {
+      return (!ns.empty() && o->namespace_name() != ns) || !labels->Matches(*o) ||
+             !fields->Matches(*o);
+    });
+  } else if (!request->namespace_().empty()) {
+    result = informer->lister().ListNamespace(request->namespace_(), *labels, *fields);
+  } else {
+    result = informer->lister().List(*labels, *fields);
+  }
+  uint32_t batch = request->batch_size() == 0 ? kDefaultListBatch : request->batch_size();
+  batch = std::min(batch, std::max<uint32_t>(options_.max_batch, 1));
+  return new ListReactor(std::move(result.objects), std::move(result.resource_version), batch);
+}
+
+grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
+    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
+  using R = v1::WatchResponse;
+  const std::string& id = request->informer_id();
+  if (grpc::Status s = CheckId(id); !s.ok()) return Fail<R>(s);
+  if (request->buffer_size() > options_.max_buffer_size) {
+    return Fail<R>(InvalidArgument("buffer_size", absl::StrCat("at most ", options_.max_buffer_size)));
+  }
+  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
+  if (informer == nullptr) {
+    return Fail<R>(grpc::Status(grpc::StatusCode::NOT_FOUND,
+                                absl::StrCat("informer \"", id, "\" does not exist")));
+  }
+  uint32_t max_batch = request->max_batch() == 0 ? kDefaultWatchBatch : request->max_batch();
+  max_batch = std::min(max_batch, std::max<uint32_t>(options_.max_batch, 1));
+  auto* reactor = new WatchReactor(this, id, informer, *request, max_batch);
+  uint64_t n = 0;
+  std::string exhausted;  // why the stream is refused, if it is
+  {
+    MutexLock lock(&mu_);
+    auto& set = subscribers_[id];
+    if (set.size() >= options_.max_subscribers_per_informer) {
+      exhausted = absl::StrCat("informer ", id, " has its maximum of ",
+                               options_.max_subscribers_per_informer, " watchers");
+    } else if (total_subscribers_ >= options_.max_subscribers) {
+      exhausted = absl::StrCat("the server has its maximum of ", options_.max_subscribers,
+                               " watchers");
+    }
+    if (exhausted.empty()) {
+      set.insert(reactor);
+      ++total_subscribers_;
+      n = ++watches_started_;
+    } else if (set.empty()) {
+      subscribers_.erase(id);
+    }
+  }
+  if (!exhausted.empty()) {
+    // Outside the lock: OnDone (RemoveSubscriber) may run as soon as the call finishes.
+    reactor->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, exhausted));
+    return reactor;
+  }
+  absl::StatusOr<std::shared_ptr<informer::ProcessorListener>> listener = informer->AddListener(
+      {.name = absl::StrCat("watch-", n),
+       .buffer_size = request->buffer_size() == 0 ? kDefaultWatchBuffer : request->buffer_size(),
+       .on_ready = [reactor] { reactor->OnReady(); }});
+  if (!listener.ok()) {
+    // Stopped meanwhile (deleted): OnDone unregisters the reactor.
+    reactor->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                absl::StrCat("informer ", id, " was deleted")));
+    return reactor;
+  }
+  reactor->Start(*std::move(listener));
+  return reactor;
+}
+
+}  // namespace informerd::service

@@ -1,0 +1,110 @@
+// InformerService: the informerd.v1.Informers gRPC service — ensure, inspect and delete shared
+// informers (InformerRegistry) and read their caches: Get, List in batches, and Watch streams fed
+// from a Pop/Done ProcessorListener per subscriber.
+//
+//   InformerRegistry informers(&clusters, {});
+//   InformerService service(&informers, {.max_subscribers = 1000});
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);
+//
+// Uses gRPC's callback API: no thread is held per call. Unary calls answer inside the reaction
+// (EnsureInformer may wait for discovery the first time a cluster is asked); WaitForSync polls the
+// informer on a timer of the injected clock until it syncs or its deadline passes; List writes one
+// batch at a time as the stream takes them; Watch pops up to max_batch notifications from its
+// listener per message and pops again only when the previous write completed, so a subscriber
+// that does not read holds one message in flight and a bounded listener buffer (past which it is
+// re-snapshotted) — never unbounded memory. The listener wakes an idle Watch through on_ready.
+//
+// Limits (InformerServiceOptions): subscribers per informer and in total (RESOURCE_EXHAUSTED
+// beyond), events or objects per message, listener buffer size. DeleteInformer ends that
+// informer's open Watch streams with UNAVAILABLE.
+//
+// Errors: absl::Status from the registry and the cache become grpc::Status here, codes kept and
+// the message naming the request field.
+//
+// Thread safety: gRPC calls the service from many threads; every method is thread-safe. The
+// service must outlive the grpc::Server it is registered with (shut the server down first).
+#ifndef INFORMERD_SERVER_SERVICE_INFORMER_SERVICE_H_
+#define INFORMERD_SERVER_SERVICE_INFORMER_SERVICE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
+#include "base/mutex.h"
+#include "informerd/v1/informers.grpc.pb.h"
+#include "server/service/informer_registry.h"
+
+namespace informerd::service {
+
+struct InformerServiceOptions {
+  // Open Watch streams per informer and in all.
+  size_t max_subscribers_per_informer = 256;
+  size_t max_subscribers = 4096;
+  // Events per WatchResponse and objects per ListResponse at most (requests may ask for fewer).
+  uint32_t max_batch = 1024;
+  // The largest WatchRequest.buffer_size accepted.
+  uint32_t max_buffer_size = 1 << 20;
+  // How often WaitForSync, and a Watch waiting to send SYNCED, look at the informer again.
+  absl::Duration sync_poll_interval = absl::Milliseconds(20);
+  // nullptr: Clock::Real(). Must outlive the service.
+  Clock* clock = nullptr;
+};
+
+class InformerService final : public v1::Informers::CallbackService {
+ public:
+  // REQUIRES: `informers` outlives the service.
+  InformerService(InformerRegistry* informers, InformerServiceOptions options);
+  ~InformerService() override;
+
+  // Open Watch streams of informer `id`.
+  size_t subscribers(absl::string_view id) const;
+
+  // v1::Informers::CallbackService:
+  grpc::ServerUnaryReactor* EnsureInformer(grpc::CallbackServerContext* context,
+                                           const v1::EnsureInformerRequest* request,
+                                           v1::InformerInfo* response) override;
+  grpc::ServerUnaryReactor* DeleteInformer(grpc::CallbackServerContext* context,
+                                           const v1::DeleteInformerRequest* request,
+                                           v1::DeleteInformerResponse* response) override;
+  grpc::ServerUnaryReactor* GetInformer(grpc::CallbackServerContext* context,
+                                        const v1::GetInformerRequest* request,
+                                        v1::InformerInfo* response) override;
+  grpc::ServerUnaryReactor* WaitForSync(grpc::CallbackServerContext* context,
+                                        const v1::WaitForSyncRequest* request,
+                                        v1::InformerInfo* response) override;
+  grpc::ServerUnaryReactor* Get(grpc::CallbackServerContext* context,
+                                const v1::GetRequest* request, v1::GetResponse* response) override;
+  grpc::ServerWriteReactor<v1::ListResponse>* List(grpc::CallbackServerContext* context,
+                                                   const v1::ListRequest* request) override;
+  grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
+                                                     const v1::WatchRequest* request) override;
+
+ private:
+  class WaitForSyncReactor;
+  class ListReactor;
+  class WatchReactor;
+
+  // The informer's info with this service's subscriber count.
+  void FillInfo(const InformerRegistry::Entry& entry, v1::InformerInfo* info) const;
+  void RemoveSubscriber(const std::string& id, WatchReactor* reactor);
+
+  InformerRegistry* const informers_;
+  const InformerServiceOptions options_;
+  Clock* const clock_;
+
+  mutable Mutex mu_;
+  // Open Watch streams by informer id; total_subscribers_ is the sum of the sets' sizes.
+  absl::flat_hash_map<std::string, absl::flat_hash_set<WatchReactor*>> subscribers_
+      ABSL_GUARDED_BY(mu_);
+  size_t total_subscribers_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace informerd::service
+
+#endif  // INFORMERD_SERVER_SERVICE_INFORMER_SERVICE_H_

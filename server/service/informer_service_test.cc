@@ -1,0 +1,627 @@
+// Tests of the Informers service over real gRPC on loopback (port 0), with real stubs, against
+// the fake API server (testing/apiserver) through ApiServerFixture: each test has a namespace of
+// its own and a cluster whose client carries the fixture's User-Agent, so faults it arms reach
+// only its informers.
+#include "server/service/informer_service.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "informerd/v1/informers.grpc.pb.h"
+#include "server/informer/apiserver_fixture.h"
+#include "server/service/clusters.h"
+#include "server/service/informer_registry.h"
+
+namespace informerd::service {
+namespace {
+
+using ::testing::HasSubstr;
+using informer::testing::ApiServerFixture;
+
+const client::GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
+
+class InformerServiceTest : public ::testing::Test {
+ protected:
+  void SetUpService(const std::string& ns, InformerServiceOptions options = {}) {
+    fixture_ = std::make_unique<ApiServerFixture>(ns);
+    ASSERT_TRUE(clusters_
+                    .Add({.name = "test",
+                          .config = ApiServerFixture::Server()->config(),
+                          .user_agent = fixture_->user_agent()})
+                    .ok());
+    InformerRegistryOptions registry_options;
+    registry_options.backoff.initial = absl::Milliseconds(20);
+    registry_options.backoff.max = absl::Milliseconds(400);
+    registry_options.stall_timeout = absl::Seconds(3);
+    registry_ = std::make_unique<InformerRegistry>(&clusters_, registry_options);
+    service_ = std::make_unique<InformerService>(registry_.get(), options);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    grpc::ChannelArguments args;
+    // Small flow-control windows, so that a client that does not read blocks the server soon.
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 16 * 1024);
+    channel_ = grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                         grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::Informers::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
+    server_.reset();
+    service_.reset();
+    registry_.reset();
+  }
+
+  v1::InformerSpec ConfigMapSpec() const {
+    v1::InformerSpec spec;
+    spec.mutable_resource()->set_version("v1");
+    spec.mutable_resource()->set_resource("configmaps");
+    spec.set_namespace_(fixture_->ns());
+    return spec;
+  }
+
+  grpc::Status Ensure(const v1::InformerSpec& spec, v1::InformerInfo* info) {
+    grpc::ClientContext context;
+    v1::EnsureInformerRequest request;
+    *request.mutable_spec() = spec;
+    return stub_->EnsureInformer(&context, request, info);
+  }
+
+  // Ensures the spec and waits until it has synced; returns the id.
+  std::string EnsureSynced(const v1::InformerSpec& spec) {
+    v1::InformerInfo info;
+    grpc::Status s = Ensure(spec, &info);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::WaitForSyncRequest request;
+    request.set_informer_id(info.id());
+    v1::InformerInfo synced;
+    s = stub_->WaitForSync(&context, request, &synced);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_TRUE(synced.state().synced());
+    return info.id();
+  }
+
+  absl::Status CreateLabelled(const std::string& name, const std::string& app) {
+    return fixture_->verify_client()
+        .Create(kConfigMaps, fixture_->ns(),
+                absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name,
+                             R"(","labels":{"app":")", app, R"("}},"data":{"v":"0"}})"))
+        .status();
+  }
+
+  // Every object a List returns, checking that each batch reports the same resourceVersion.
+  std::vector<v1::Object> ListAll(const v1::ListRequest& request, grpc::Status* status,
+                                  int* messages = nullptr) {
+    grpc::ClientContext context;
+    auto reader = stub_->List(&context, request);
+    std::vector<v1::Object> objects;
+    v1::ListResponse response;
+    std::string rv;
+    int n = 0;
+    while (reader->Read(&response)) {
+      if (n++ == 0) rv = response.resource_version();
+      EXPECT_EQ(response.resource_version(), rv);
+      for (const v1::Object& o : response.objects()) objects.push_back(o);
+    }
+    if (messages != nullptr) *messages = n;
+    *status = reader->Finish();
+    return objects;
+  }
+
+  Clusters clusters_;
+  std::unique_ptr<ApiServerFixture> fixture_;
+  std::unique_ptr<InformerRegistry> registry_;
+  std::unique_ptr<InformerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Informers::Stub> stub_;
+};
+
+// Reads one Watch stream on the test thread.
+struct WatchStream {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
+  std::vector<v1::WatchEvent> pending;
+
+  // The next event; false when the stream ended.
+  bool Next(v1::WatchEvent* event) {
+    while (pending.empty()) {
+      v1::WatchResponse response;
+      if (!reader->Read(&response)) return false;
+      for (v1::WatchEvent& e : *response.mutable_events()) pending.push_back(std::move(e));
+      std::reverse(pending.begin(), pending.end());
+    }
+    *event = std::move(pending.back());
+    pending.pop_back();
+    return true;
+  }
+};
+
+std::unique_ptr<WatchStream> OpenWatch(v1::Informers::Stub& stub, const v1::WatchRequest& request) {
+  auto stream = std::make_unique<WatchStream>();
+  stream->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  stream->reader = stub.Watch(&stream->context, request);
+  return stream;
+}
+
+TEST_F(InformerServiceTest, EnsureIsIdempotentAndNormalizesTheSpec) {
+  SetUpService("svc-ensure");
+  v1::InformerSpec spec = ConfigMapSpec();
+  spec.set_label_selector("b=1,a=2");
+  v1::InformerInfo first, second, by_kind;
+  ASSERT_TRUE(Ensure(spec, &first).ok());
+  EXPECT_THAT(first.id(), ::testing::StartsWith("configmaps-"));
+  EXPECT_EQ(first.spec().kind(), "ConfigMap");
+  EXPECT_EQ(first.spec().api_version(), "v1");
+  EXPECT_EQ(first.spec().cluster(), "test");
+  EXPECT_EQ(first.spec().label_selector(), "a=2,b=1");
+
+  spec.set_label_selector("a=2,b=1");
+  ASSERT_TRUE(Ensure(spec, &second).ok());
+  EXPECT_EQ(second.id(), first.id());
+
+  v1::InformerSpec kind_spec;
+  kind_spec.set_api_version("v1");
+  kind_spec.set_kind("ConfigMap");
+  kind_spec.set_namespace_(fixture_->ns());
+  kind_spec.set_label_selector("a=2,b=1");
+  ASSERT_TRUE(Ensure(kind_spec, &by_kind).ok());
+  EXPECT_EQ(by_kind.id(), first.id());
+  EXPECT_EQ(registry_->List().size(), 1u);
+
+  // Another namespace is another informer.
+  spec.set_namespace_("elsewhere");
+  v1::InformerInfo other;
+  ASSERT_TRUE(Ensure(spec, &other).ok());
+  EXPECT_NE(other.id(), first.id());
+}
+
+TEST_F(InformerServiceTest, EnsureAddsIndexesToTheRunningInformerAndRefusesConflicts) {
+  SetUpService("svc-indexes");
+  v1::InformerSpec spec = ConfigMapSpec();
+  v1::InformerInfo a, b;
+  ASSERT_TRUE(Ensure(spec, &a).ok());
+  v1::IndexSpec* index = spec.add_indexes();
+  index->set_name("by-app");
+  index->set_label_key("app");
+  ASSERT_TRUE(Ensure(spec, &b).ok());
+  EXPECT_EQ(b.id(), a.id());
+  ASSERT_EQ(b.spec().indexes_size(), 1);
+  index->set_label_key("tier");
+  grpc::Status s = Ensure(spec, &b);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_THAT(s.error_message(), HasSubstr("spec.indexes[0].name"));
+}
+
+TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByName) {
+  SetUpService("svc-bad-input");
+  struct Case {
+    std::function<void(v1::InformerSpec&)> change;
+    grpc::StatusCode code;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](v1::InformerSpec& s) { s.clear_resource(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.resource: required"},
+      {[](v1::InformerSpec& s) { s.mutable_resource()->clear_version(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.resource.version: required"},
+      {[](v1::InformerSpec& s) { s.mutable_resource()->set_resource("Config/Maps"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.resource.resource:"},
+      {[](v1::InformerSpec& s) { s.set_kind("ConfigMap"); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.api_version:"},
+      {[](v1::InformerSpec& s) { s.set_namespace_("Not_A_Namespace"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.namespace:"},
+      {[](v1::InformerSpec& s) { s.set_label_selector("app in (web"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.label_selector:"},
+      {[](v1::InformerSpec& s) { s.set_field_selector("no-operator"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.field_selector:"},
+      {[](v1::InformerSpec& s) { s.add_indexes()->set_name("by-nothing"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0]:"},
+      {[](v1::InformerSpec& s) {
+         auto* i = s.add_indexes();
+         i->set_name("Bad_Name");
+         i->set_label_key("app");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0].name:"},
+      {[](v1::InformerSpec& s) {
+         auto* i = s.add_indexes();
+         i->set_name("by-path");
+         i->set_field_path("spec..x[");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0].field_path:"},
+      {[](v1::InformerSpec& s) {
+         s.mutable_transform()->add_keep_paths("spec");
+         s.mutable_transform()->set_metadata_only(true);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.transform:"},
+      {[](v1::InformerSpec& s) { s.mutable_resource()->set_resource("nopes"); },
+       grpc::StatusCode::NOT_FOUND, "spec.resource:"},
+      {[](v1::InformerSpec& s) {
+         s.clear_resource();
+         s.set_api_version("v1");
+         s.set_kind("Nope");
+       },
+       grpc::StatusCode::NOT_FOUND, "spec.kind:"},
+      {[](v1::InformerSpec& s) { s.set_cluster("nowhere"); }, grpc::StatusCode::NOT_FOUND,
+       "spec.cluster:"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    v1::InformerSpec spec = ConfigMapSpec();
+    cases[i].change(spec);
+    v1::InformerInfo info;
+    grpc::Status s = Ensure(spec, &info);
+    EXPECT_EQ(s.error_code(), cases[i].code) << "case " << i << ": " << s.error_message();
+    EXPECT_THAT(s.error_message(), HasSubstr(cases[i].message)) << "case " << i;
+  }
+  grpc::ClientContext context;
+  v1::InformerInfo info;
+  EXPECT_EQ(stub_->EnsureInformer(&context, v1::EnsureInformerRequest(), &info).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(registry_->List().empty());
+}
+
+TEST(InformerRegistryTest, EnsureWithoutAnyClusterIsAFailedPrecondition) {
+  Clusters clusters;
+  InformerRegistry registry(&clusters, {});
+  v1::InformerSpec spec;
+  spec.mutable_resource()->set_version("v1");
+  spec.mutable_resource()->set_resource("configmaps");
+  absl::StatusOr<InformerRegistry::Entry> entry = registry.Ensure(spec);
+  EXPECT_EQ(entry.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(entry.status().message(), HasSubstr("no cluster is configured"));
+}
+
+TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreNotFound) {
+  SetUpService("svc-unknown");
+  {
+    grpc::ClientContext c;
+    v1::GetInformerRequest r;
+    r.set_informer_id("configmaps-0000000000000000");
+    v1::InformerInfo info;
+    EXPECT_EQ(stub_->GetInformer(&c, r, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetInformerRequest r;
+    v1::InformerInfo info;
+    grpc::Status s = stub_->GetInformer(&c, r, &info);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(s.error_message(), HasSubstr("informer_id"));
+  }
+  {
+    grpc::ClientContext c;
+    v1::DeleteInformerRequest r;
+    r.set_informer_id("nope");
+    v1::DeleteInformerResponse response;
+    EXPECT_EQ(stub_->DeleteInformer(&c, r, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    v1::WaitForSyncRequest r;
+    r.set_informer_id("nope");
+    v1::InformerInfo info;
+    EXPECT_EQ(stub_->WaitForSync(&c, r, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetRequest r;
+    r.set_informer_id("nope");
+    r.set_key("a/b");
+    v1::GetResponse response;
+    EXPECT_EQ(stub_->Get(&c, r, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::ListRequest r;
+    r.set_informer_id("nope");
+    grpc::Status s;
+    ListAll(r, &s);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    v1::WatchRequest r;
+    r.set_informer_id("nope");
+    auto watch = OpenWatch(*stub_, r);
+    v1::WatchEvent e;
+    EXPECT_FALSE(watch->Next(&e));
+    EXPECT_EQ(watch->reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+}
+
+TEST_F(InformerServiceTest, WaitForSyncEndsAtItsTimeoutOrTheCallDeadline) {
+  SetUpService("svc-wait");
+  // Lists and watches of this test's client hang: the informer cannot sync.
+  ASSERT_TRUE(fixture_->Fault(R"("type":"stall","verb":"list","count":-1)").ok());
+  ASSERT_TRUE(fixture_->Fault(R"("type":"stall","verb":"watch","count":-1)").ok());
+  v1::InformerInfo info;
+  ASSERT_TRUE(Ensure(ConfigMapSpec(), &info).ok());
+  {
+    grpc::ClientContext c;
+    v1::WaitForSyncRequest r;
+    r.set_informer_id(info.id());
+    r.set_timeout_ms(200);
+    v1::InformerInfo synced;
+    const absl::Time start = absl::Now();
+    grpc::Status s = stub_->WaitForSync(&c, r, &synced);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+    EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
+  }
+  {
+    grpc::ClientContext c;
+    c.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+    v1::WaitForSyncRequest r;
+    r.set_informer_id(info.id());
+    v1::InformerInfo synced;
+    EXPECT_EQ(stub_->WaitForSync(&c, r, &synced).error_code(),
+              grpc::StatusCode::DEADLINE_EXCEEDED);
+  }
+  grpc::ClientContext c;
+  v1::GetInformerRequest r;
+  r.set_informer_id(info.id());
+  v1::InformerInfo state;
+  ASSERT_TRUE(stub_->GetInformer(&c, r, &state).ok());
+  EXPECT_FALSE(state.state().synced());
+}
+
+TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
+  SetUpService("svc-reads");
+  ASSERT_TRUE(fixture_->Seed(0).ok());  // creates the namespace
+  ASSERT_TRUE(CreateLabelled("web-1", "web").ok());
+  ASSERT_TRUE(CreateLabelled("web-2", "web").ok());
+  ASSERT_TRUE(CreateLabelled("api-1", "api").ok());
+  v1::InformerSpec spec = ConfigMapSpec();
+  v1::IndexSpec* index = spec.add_indexes();
+  index->set_name("by-app");
+  index->set_label_key("app");
+  const std::string id = EnsureSynced(spec);
+
+  {
+    grpc::ClientContext c;
+    v1::GetRequest r;
+    r.set_informer_id(id);
+    r.set_key(absl::StrCat(fixture_->ns(), "/web-1"));
+    v1::GetResponse response;
+    ASSERT_TRUE(stub_->Get(&c, r, &response).ok());
+    ASSERT_TRUE(response.found());
+    EXPECT_EQ(response.object().metadata().name(), "web-1");
+    EXPECT_EQ(response.object().metadata().labels().at("app"), "web");
+    EXPECT_EQ(response.object().metadata().kind(), "ConfigMap");
+    EXPECT_FALSE(response.object().metadata().uid().empty());
+    EXPECT_THAT(response.object().json(), HasSubstr("\"web-1\""));
+    EXPECT_FALSE(response.resource_version().empty());
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetRequest r;
+    r.set_informer_id(id);
+    r.set_key(absl::StrCat(fixture_->ns(), "/missing"));
+    v1::GetResponse response;
+    ASSERT_TRUE(stub_->Get(&c, r, &response).ok());
+    EXPECT_FALSE(response.found());
+  }
+  grpc::Status s;
+  v1::ListRequest r;
+  r.set_informer_id(id);
+  int messages = 0;
+  r.set_batch_size(1);
+  EXPECT_EQ(ListAll(r, &s, &messages).size(), 3u);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(messages, 3);
+  r.set_batch_size(0);
+  r.set_label_selector("app=web");
+  EXPECT_EQ(ListAll(r, &s).size(), 2u);
+  r.set_label_selector("");
+  r.set_field_selector("metadata.name=api-1");
+  EXPECT_EQ(ListAll(r, &s).size(), 1u);
+  r.set_field_selector("");
+  r.set_namespace_(fixture_->ns());
+  EXPECT_EQ(ListAll(r, &s).size(), 3u);
+  r.set_namespace_("elsewhere");
+  EXPECT_EQ(ListAll(r, &s).size(), 0u);
+  EXPECT_TRUE(s.ok());
+  r.set_namespace_("");
+  r.set_index_name("by-app");
+  r.set_index_value("api");
+  std::vector<v1::Object> api = ListAll(r, &s);
+  ASSERT_EQ(api.size(), 1u);
+  EXPECT_EQ(api[0].metadata().name(), "api-1");
+
+  // Bad input names the field.
+  r.set_index_name("by-nothing");
+  ListAll(r, &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("index_name"));
+  r.set_index_name("");
+  ListAll(r, &s);
+  EXPECT_THAT(s.error_message(), HasSubstr("index_name: required"));
+  r.clear_index_value();
+  r.set_label_selector("app in (");
+  ListAll(r, &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(s.error_message(), HasSubstr("label_selector"));
+  r.clear_label_selector();
+  r.set_batch_size(100000);
+  ListAll(r, &s);
+  EXPECT_THAT(s.error_message(), HasSubstr("batch_size"));
+}
+
+TEST_F(InformerServiceTest, WatchSendsTheSnapshotThenSyncedThenLiveEvents) {
+  SetUpService("svc-watch");
+  ASSERT_TRUE(fixture_->Seed(5).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  v1::WatchRequest request;
+  request.set_informer_id(id);
+  request.set_include_old_object(true);
+  auto watch = OpenWatch(*stub_, request);
+  v1::WatchEvent e;
+  int initial = 0;
+  for (;;) {
+    ASSERT_TRUE(watch->Next(&e));
+    if (e.type() == v1::WatchEvent::SYNCED) break;
+    EXPECT_EQ(e.type(), v1::WatchEvent::ADDED);
+    EXPECT_TRUE(e.initial());
+    ++initial;
+  }
+  EXPECT_EQ(initial, 5);
+
+  ASSERT_TRUE(fixture_->Create("live").ok());
+  ASSERT_TRUE(watch->Next(&e));
+  EXPECT_EQ(e.type(), v1::WatchEvent::ADDED);
+  EXPECT_FALSE(e.initial());
+  EXPECT_EQ(e.object().metadata().name(), "live");
+  const std::string created_rv = e.object().metadata().resource_version();
+
+  ASSERT_TRUE(fixture_->Update("live").ok());
+  ASSERT_TRUE(watch->Next(&e));
+  EXPECT_EQ(e.type(), v1::WatchEvent::UPDATED);
+  EXPECT_EQ(e.old_object().metadata().resource_version(), created_rv);
+  EXPECT_NE(e.object().metadata().resource_version(), created_rv);
+
+  ASSERT_TRUE(fixture_->Delete("live").ok());
+  ASSERT_TRUE(watch->Next(&e));
+  EXPECT_EQ(e.type(), v1::WatchEvent::DELETED);
+  EXPECT_EQ(e.object().metadata().name(), "live");
+  EXPECT_FALSE(e.tombstone());
+
+  grpc::ClientContext c;
+  v1::GetInformerRequest r;
+  r.set_informer_id(id);
+  v1::InformerInfo info;
+  ASSERT_TRUE(stub_->GetInformer(&c, r, &info).ok());
+  EXPECT_EQ(info.state().subscribers(), 1u);
+  EXPECT_EQ(info.state().objects(), 5u);
+}
+
+TEST_F(InformerServiceTest, ASubscriberThatDoesNotReadIsResnapshotted) {
+  SetUpService("svc-resnapshot");
+  // About 2 MB of initial objects: far more than the stream's flow-control window.
+  ASSERT_TRUE(fixture_->Seed(100, 20000).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  v1::WatchRequest request;
+  request.set_informer_id(id);
+  request.set_buffer_size(1);
+  request.set_max_batch(1);
+  auto watch = OpenWatch(*stub_, request);
+  // Not reading: the server's writes stall while these changes arrive.
+  absl::StatusOr<informer::testing::State> before = fixture_->ServerState();
+  ASSERT_TRUE(before.ok());
+  int changed = 0;
+  for (const auto& [key, state] : *before) {
+    if (++changed > 10) break;
+    ASSERT_TRUE(fixture_->Update(key.substr(key.find('/') + 1)).ok());
+  }
+  ASSERT_TRUE(fixture_->Create("extra").ok());
+  ASSERT_TRUE(fixture_->WaitConverged(*registry_->Find(id)).ok());
+
+  // Now read everything: the end state must be the server's, with a RESNAPSHOT on the way.
+  std::map<std::string, std::string> seen;  // key -> resourceVersion
+  bool resnapshot = false, synced = false;
+  absl::StatusOr<informer::testing::State> want = fixture_->ServerState();
+  ASSERT_TRUE(want.ok());
+  v1::WatchEvent e;
+  auto matches = [&] {
+    if (seen.size() != want->size()) return false;
+    for (const auto& [key, state] : *want) {
+      auto it = seen.find(key);
+      if (it == seen.end() || it->second != state.resource_version) return false;
+    }
+    return true;
+  };
+  while (!(synced && resnapshot && matches())) {
+    ASSERT_TRUE(watch->Next(&e)) << "stream ended: " << watch->reader->Finish().error_message()
+                                 << "; synced " << synced << " resnapshot "
+                                 << resnapshot << " seen " << seen.size();
+    switch (e.type()) {
+      case v1::WatchEvent::ADDED:
+      case v1::WatchEvent::UPDATED:
+        seen[e.object().metadata().key()] = e.object().metadata().resource_version();
+        break;
+      case v1::WatchEvent::DELETED:
+        seen.erase(e.object().metadata().key());
+        break;
+      case v1::WatchEvent::RESNAPSHOT:
+        EXPECT_GT(e.resnapshot_keys(), 0u);
+        resnapshot = true;
+        break;
+      case v1::WatchEvent::SYNCED:
+        synced = true;
+        break;
+      default:
+        ADD_FAILURE() << "unexpected event type " << e.type();
+    }
+  }
+}
+
+TEST_F(InformerServiceTest, DeleteInformerEndsItsWatchesWithUnavailable) {
+  SetUpService("svc-delete");
+  ASSERT_TRUE(fixture_->Seed(2).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  v1::WatchRequest request;
+  request.set_informer_id(id);
+  auto watch = OpenWatch(*stub_, request);
+  v1::WatchEvent e;
+  do {
+    ASSERT_TRUE(watch->Next(&e));
+  } while (e.type() != v1::WatchEvent::SYNCED);
+
+  grpc::ClientContext c;
+  v1::DeleteInformerRequest r;
+  r.set_informer_id(id);
+  v1::DeleteInformerResponse response;
+  ASSERT_TRUE(stub_->DeleteInformer(&c, r, &response).ok());
+  EXPECT_FALSE(watch->Next(&e));
+  EXPECT_EQ(watch->reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(registry_->Find(id), nullptr);
+}
+
+TEST_F(InformerServiceTest, StreamsBeyondTheSubscriberLimitAreRefused) {
+  SetUpService("svc-limits", {.max_subscribers_per_informer = 3, .max_subscribers = 4});
+  ASSERT_TRUE(fixture_->Seed(1).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  v1::WatchRequest request;
+  request.set_informer_id(id);
+  // Opened and never read.
+  std::vector<std::unique_ptr<WatchStream>> idle;
+  for (int i = 0; i < 3; ++i) idle.push_back(OpenWatch(*stub_, request));
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (service_->subscribers(id) < 3 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  ASSERT_EQ(service_->subscribers(id), 3u);
+
+  auto refused = OpenWatch(*stub_, request);
+  v1::WatchEvent e;
+  EXPECT_FALSE(refused->Next(&e));
+  grpc::Status s = refused->reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("maximum of 3"));
+
+  // A client that goes away frees its place.
+  idle[0]->context.TryCancel();
+  while (service_->subscribers(id) > 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(service_->subscribers(id), 2u);
+  auto again = OpenWatch(*stub_, request);
+  do {
+    ASSERT_TRUE(again->Next(&e));
+  } while (e.type() != v1::WatchEvent::SYNCED);
+}
+
+}  // namespace
+}  // namespace informerd::service

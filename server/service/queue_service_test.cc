@@ -1,0 +1,256 @@
+// The Queues service over real gRPC on loopback: client-go's workqueue invariants hold across the
+// process boundary, and every bad request is refused naming its field without changing anything.
+#include <future>
+#include <string>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/service/queue_test_util.h"
+
+namespace informerd::service {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::QueueServer;
+using testing::Spec;
+using testing::WorkerStream;
+
+TEST(QueueServiceTest, AddingAWaitingKeyAgainIsDeduplicated) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a", "ns/a", "ns/b"}).ok());
+  EXPECT_EQ(s.Len("q"), 2u);
+  ASSERT_TRUE(s.Add("q", {"ns/b"}).ok());
+  EXPECT_EQ(s.Len("q"), 2u);
+}
+
+TEST(QueueServiceTest, AKeyAddedWhileProcessingIsDeliveredAgainAfterDone) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> first = w.ReadLeases();
+  ASSERT_EQ(first.size(), 1u);
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  EXPECT_EQ(s.Len("q"), 0u) << "dirty while processing, not waiting";
+  ASSERT_TRUE(w.Send(first[0], v1::Outcome::DONE));
+  std::vector<v1::Lease> again = w.ReadLeases();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].key(), "ns/a");
+  EXPECT_GT(again[0].token(), first[0].token());
+}
+
+TEST(QueueServiceTest, RateLimitedRetriesWaitLongerEachTimeUntilForgotten) {
+  QueueServer s;
+  v1::QueueSpec spec = Spec("q");
+  spec.mutable_rate_limiter()->mutable_exponential()->set_base_delay_ms(50);
+  spec.mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(10000);
+  ASSERT_TRUE(s.CreateQueue(spec).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  auto num_requeues = [&] {
+    grpc::ClientContext ctx;
+    v1::NumRequeuesRequest req;
+    req.set_queue("q");
+    req.set_key("ns/a");
+    v1::NumRequeuesResponse resp;
+    EXPECT_TRUE(s.queues().NumRequeues(&ctx, req, &resp).ok());
+    return resp.requeues();
+  };
+  for (int i = 0; i < 3; ++i) {
+    const absl::Duration want = absl::Milliseconds(50) * (1 << i);
+    const absl::Time sent = absl::Now();
+    ASSERT_TRUE(w.Send(l[0], v1::Outcome::RETRY));
+    l = w.ReadLeases();
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_GE(absl::Now() - sent, want) << "retry " << i;
+    EXPECT_EQ(l[0].requeues(), i + 1);
+    EXPECT_EQ(num_requeues(), i + 1);
+  }
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+  // SUCCESS forgets: once the outcome is applied the count is back to 0.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (num_requeues() != 0 && absl::Now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(num_requeues(), 0);
+}
+
+TEST(QueueServiceTest, ForgetClearsTheRetryHistory) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  {
+    grpc::ClientContext ctx;
+    v1::AddRateLimitedRequest req;
+    req.set_queue("q");
+    req.add_keys("ns/a");
+    v1::AddResponse resp;
+    ASSERT_TRUE(s.queues().AddRateLimited(&ctx, req, &resp).ok());
+  }
+  EXPECT_EQ(s.registry().Get("q").value()->NumRequeues("ns/a"), 1);
+  grpc::ClientContext ctx;
+  v1::ForgetRequest req;
+  req.set_queue("q");
+  req.add_keys("ns/a");
+  v1::ForgetResponse resp;
+  ASSERT_TRUE(s.queues().Forget(&ctx, req, &resp).ok());
+  EXPECT_EQ(s.registry().Get("q").value()->NumRequeues("ns/a"), 0);
+}
+
+TEST(QueueServiceTest, ShutDownWithDrainReturnsOnceHeldKeysAreDone) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  std::future<grpc::Status> drained = std::async(std::launch::async, [&] {
+    grpc::ClientContext ctx;
+    v1::ShutDownRequest req;
+    req.set_queue("q");
+    req.set_drain(true);
+    v1::ShutDownResponse resp;
+    return s.queues().ShutDown(&ctx, req, &resp);
+  });
+  EXPECT_EQ(drained.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+      << "returned while a key was held";
+  EXPECT_EQ(s.Add("q", {"ns/b"}).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+  EXPECT_TRUE(drained.get().ok());
+  EXPECT_TRUE(s.State("q").shutting_down());
+  EXPECT_TRUE(w.Finish().ok()) << "an idle worker of a shut-down queue ends with OK";
+}
+
+TEST(QueueServiceTest, CreatingAgainWithAnEqualSpecIsANoOpAndWithAnotherSpecFails) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  v1::QueueSpec same = Spec("q");
+  same.mutable_rate_limiter()->mutable_default_controller();  // the default, spelled out
+  v1::QueueInfo info;
+  EXPECT_TRUE(s.CreateQueue(same, &info).ok());
+  EXPECT_EQ(info.state().depth(), 1u) << "the same queue";
+  v1::QueueSpec other = Spec("q");
+  other.mutable_rate_limiter()->mutable_bucket()->set_qps(1);
+  other.mutable_rate_limiter()->mutable_bucket()->set_burst(1);
+  EXPECT_EQ(s.CreateQueue(other).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST(QueueServiceTest, BadSpecsAreRefusedNamingTheField) {
+  QueueServer s;
+  struct Case {
+    std::function<void(v1::QueueSpec*)> edit;
+    grpc::StatusCode code;
+    std::string field;
+  };
+  std::vector<Case> cases = {
+      {[](v1::QueueSpec* p) { p->set_name(""); }, grpc::StatusCode::INVALID_ARGUMENT, "spec.name"},
+      {[](v1::QueueSpec* p) { p->set_name("Bad_Name"); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.name"},
+      {[](v1::QueueSpec* p) { p->set_name(std::string(254, 'a')); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.name"},
+      {[](v1::QueueSpec* p) { p->mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(5); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.exponential.base_delay_ms: must be > 0"},
+      {[](v1::QueueSpec* p) {
+         p->mutable_rate_limiter()->mutable_exponential()->set_base_delay_ms(10);
+         p->mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(5);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.exponential.max_delay_ms"},
+      {[](v1::QueueSpec* p) { p->mutable_rate_limiter()->mutable_fast_slow()->set_fast_delay_ms(-1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.fast_slow.fast_delay_ms"},
+      {[](v1::QueueSpec* p) { p->mutable_rate_limiter()->mutable_bucket()->set_burst(1); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.bucket.qps"},
+      {[](v1::QueueSpec* p) { p->mutable_rate_limiter()->mutable_max_of(); },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.max_of.limiters"},
+      {[](v1::QueueSpec* p) {
+         p->mutable_rate_limiter()->mutable_max_of()->add_limiters()->mutable_bucket()->set_qps(-1);
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.rate_limiter.max_of.limiters[0].bucket.qps"},
+      {[](v1::QueueSpec* p) { p->set_resync_period_ms(10); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.resync_period_ms"},
+      {[](v1::QueueSpec* p) { p->add_sources(); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.sources[0].informer_id: required"},
+      {[](v1::QueueSpec* p) { p->add_sources()->set_informer_id("nope"); },
+       grpc::StatusCode::NOT_FOUND, "spec.sources[0].informer_id: no such informer"},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    v1::QueueSpec spec = Spec("q");
+    cases[i].edit(&spec);
+    grpc::Status status = s.CreateQueue(spec);
+    EXPECT_EQ(status.error_code(), cases[i].code) << i << ": " << status.error_message();
+    EXPECT_THAT(status.error_message(), HasSubstr(cases[i].field)) << i;
+  }
+  EXPECT_TRUE(s.registry().List().empty()) << "nothing created";
+}
+
+TEST(QueueServiceTest, BadRequestsAreRefusedNamingTheFieldAndAddNothing) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+
+  grpc::Status unknown = s.Add("missing", {"ns/a"});
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_THAT(unknown.error_message(), HasSubstr("missing"));
+
+  grpc::Status empty_key = s.Add("q", {"ns/a", ""});
+  EXPECT_EQ(empty_key.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(empty_key.error_message(), HasSubstr("keys[1]"));
+
+  grpc::Status long_key = s.Add("q", {std::string(1025, 'k')});
+  EXPECT_EQ(long_key.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(long_key.error_message(), HasSubstr("keys[0]"));
+
+  std::vector<std::string> many(kMaxKeysPerRequest + 1, "ns/a");
+  EXPECT_EQ(s.Add("q", many).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(s.Len("q"), 0u) << "a rejected batch adds nothing";
+
+  {
+    grpc::ClientContext ctx;
+    v1::AddAfterRequest req;
+    req.set_queue("q");
+    req.add_keys("ns/a");
+    req.set_delay_ms(-1);
+    v1::AddResponse resp;
+    grpc::Status st = s.queues().AddAfter(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(st.error_message(), HasSubstr("delay_ms"));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::NumRequeuesRequest req;
+    req.set_queue("q");
+    v1::NumRequeuesResponse resp;
+    grpc::Status st = s.queues().NumRequeues(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_THAT(st.error_message(), HasSubstr("key"));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DeleteQueueRequest req;
+    req.set_queue("missing");
+    v1::DeleteQueueResponse resp;
+    EXPECT_EQ(s.queues().DeleteQueue(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_EQ(s.Len("q"), 0u);
+}
+
+TEST(QueueServiceTest, DeletingAQueueEndsItsWorkerStreams) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  grpc::ClientContext ctx;
+  v1::DeleteQueueRequest req;
+  req.set_queue("q");
+  v1::DeleteQueueResponse resp;
+  ASSERT_TRUE(s.queues().DeleteQueue(&ctx, req, &resp).ok());
+  EXPECT_EQ(w.Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(s.Add("q", {"ns/a"}).error_code(), grpc::StatusCode::NOT_FOUND);
+}
+
+}  // namespace
+}  // namespace informerd::service

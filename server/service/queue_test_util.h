@@ -1,0 +1,167 @@
+// Test harness for the Queues and Work services: a real grpc::Server on 127.0.0.1 port 0 over a
+// QueueRegistry, and helpers for worker streams driven through real stubs.
+#ifndef INFORMERD_SERVER_SERVICE_QUEUE_TEST_UTIL_H_
+#define INFORMERD_SERVER_SERVICE_QUEUE_TEST_UTIL_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "informerd/v1/queues.grpc.pb.h"
+#include "informerd/v1/work.grpc.pb.h"
+#include "server/service/queue_registry.h"
+#include "server/service/queue_service.h"
+#include "server/service/work_service.h"
+
+namespace informerd::service::testing {
+
+class QueueServer {
+ public:
+  explicit QueueServer(QueueRegistry::InformerLookup lookup =
+                           [](absl::string_view) { return nullptr; })
+      : registry_(std::move(lookup), {}), queues_(&registry_), work_(&registry_) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&queues_);
+    builder.RegisterService(&work_);
+    server_ = builder.BuildAndStart();
+    channel_ = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
+                                   grpc::InsecureChannelCredentials());
+    queues_stub_ = v1::Queues::NewStub(channel_);
+    work_stub_ = v1::Work::NewStub(channel_);
+  }
+  ~QueueServer() {
+    registry_.ShutDownAll(absl::ZeroDuration());  // ends every worker stream
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  QueueRegistry& registry() { return registry_; }
+  v1::Queues::Stub& queues() { return *queues_stub_; }
+  v1::Work::Stub& work() { return *work_stub_; }
+
+  grpc::Status CreateQueue(const v1::QueueSpec& spec, v1::QueueInfo* info = nullptr) {
+    grpc::ClientContext ctx;
+    v1::CreateQueueRequest req;
+    *req.mutable_spec() = spec;
+    v1::QueueInfo out;
+    return queues_stub_->CreateQueue(&ctx, req, info != nullptr ? info : &out);
+  }
+  grpc::Status Add(const std::string& queue, const std::vector<std::string>& keys) {
+    grpc::ClientContext ctx;
+    v1::AddRequest req;
+    req.set_queue(queue);
+    for (const auto& k : keys) req.add_keys(k);
+    v1::AddResponse resp;
+    return queues_stub_->Add(&ctx, req, &resp);
+  }
+  uint64_t Len(const std::string& queue) {
+    grpc::ClientContext ctx;
+    v1::LenRequest req;
+    req.set_queue(queue);
+    v1::LenResponse resp;
+    EXPECT_TRUE(queues_stub_->Len(&ctx, req, &resp).ok());
+    return resp.len();
+  }
+  v1::QueueState State(const std::string& queue) {
+    grpc::ClientContext ctx;
+    v1::GetQueueRequest req;
+    req.set_queue(queue);
+    v1::QueueInfo info;
+    EXPECT_TRUE(queues_stub_->GetQueue(&ctx, req, &info).ok());
+    return info.state();
+  }
+
+ private:
+  QueueRegistry registry_;
+  QueueService queues_;
+  WorkService work_;
+  std::unique_ptr<grpc::Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Queues::Stub> queues_stub_;
+  std::unique_ptr<v1::Work::Stub> work_stub_;
+};
+
+// A synchronous worker stream.
+class WorkerStream {
+ public:
+  WorkerStream(v1::Work::Stub& stub, const std::string& queue, uint32_t max_in_flight,
+               uint32_t max_batch = 0) {
+    stream_ = stub.Process(&ctx_);
+    v1::ProcessRequest start;
+    start.mutable_start()->set_queue(queue);
+    start.mutable_start()->set_max_in_flight(max_in_flight);
+    start.mutable_start()->set_max_batch(max_batch);
+    start.mutable_start()->set_worker_name("test");
+    stream_->Write(start);
+  }
+  ~WorkerStream() {
+    if (finished_) return;
+    ctx_.TryCancel();
+    v1::ProcessResponse r;
+    while (stream_->Read(&r)) {
+    }
+    stream_->Finish().IgnoreError();
+  }
+  // Next message, or false when the stream ended.
+  bool Read(v1::ProcessResponse* r) { return stream_->Read(r); }
+  // Reads until Started, then returns the stream id ("" if the stream ended).
+  std::string ReadStarted() {
+    v1::ProcessResponse r;
+    if (!stream_->Read(&r) || !r.has_started()) return "";
+    return r.started().stream_id();
+  }
+  // Next batch of leases (skipping other messages); empty when the stream ended.
+  std::vector<v1::Lease> ReadLeases() {
+    v1::ProcessResponse r;
+    while (stream_->Read(&r)) {
+      if (r.has_leases()) return {r.leases().leases().begin(), r.leases().leases().end()};
+    }
+    return {};
+  }
+  bool Send(const std::vector<v1::Outcome>& outcomes) {
+    v1::ProcessRequest req;
+    for (const auto& o : outcomes) *req.mutable_outcomes()->add_outcomes() = o;
+    return stream_->Write(req);
+  }
+  bool Send(const v1::Lease& lease, v1::Outcome::Result result, int64_t after_ms = 0) {
+    return Send({Outcome(lease.key(), lease.token(), result, after_ms)});
+  }
+  static v1::Outcome Outcome(const std::string& key, uint64_t token, v1::Outcome::Result result,
+                             int64_t after_ms = 0) {
+    v1::Outcome o;
+    o.set_key(key);
+    o.set_token(token);
+    o.set_result(result);
+    o.set_requeue_after_ms(after_ms);
+    return o;
+  }
+  grpc::Status Finish() {
+    finished_ = true;
+    stream_->WritesDone();
+    v1::ProcessResponse r;
+    while (stream_->Read(&r)) {
+    }
+    return stream_->Finish();
+  }
+  grpc::ClientContext& context() { return ctx_; }
+
+ private:
+  bool finished_ = false;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::ProcessRequest, v1::ProcessResponse>> stream_;
+};
+
+inline v1::QueueSpec Spec(const std::string& name) {
+  v1::QueueSpec spec;
+  spec.set_name(name);
+  return spec;
+}
+
+}  // namespace informerd::service::testing
+
+#endif  // INFORMERD_SERVER_SERVICE_QUEUE_TEST_UTIL_H_

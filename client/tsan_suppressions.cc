@@ -15,5 +15,10 @@ extern "C" const char* __tsan_default_suppressions() {
          // spdlog's default logger lives in Debian's uninstrumented libspdlog: its level is
          // written there and read (atomically) in our instrumented code.
          "race:spdlog::*\n"
-         "race:libspdlog.so*\n";
+         "race:libspdlog.so*\n"
+         // Debian's gRPC is uninstrumented too: its event engine creates an epoll fd on one
+         // thread and waits on it from its poller thread, synchronised inside libgrpc/libgpr.
+         "race:libgrpc.so*\n"
+         "race:libgpr.so*\n"
+         "race:libgrpc++.so*\n";
 }

@@ -63,6 +63,8 @@ class InformerService final : public v1::Informers::CallbackService {
 
   // Open Watch streams of informer `id`.
   size_t subscribers(absl::string_view id) const;
+  // The informer's info with this service's subscriber count (also what Admin lists).
+  void FillInfo(const InformerRegistry::Entry& entry, v1::InformerInfo* info) const;
 
   // v1::Informers::CallbackService:
   grpc::ServerUnaryReactor* EnsureInformer(grpc::CallbackServerContext* context,
@@ -89,8 +91,6 @@ class InformerService final : public v1::Informers::CallbackService {
   class ListReactor;
   class WatchReactor;
 
-  // The informer's info with this service's subscriber count.
-  void FillInfo(const InformerRegistry::Entry& entry, v1::InformerInfo* info) const;
   void RemoveSubscriber(const std::string& id, WatchReactor* reactor);
 
   InformerRegistry* const informers_;

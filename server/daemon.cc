@@ -1,0 +1,307 @@
+#include "server/daemon.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "client/in_cluster.h"
+#include "client/kubeconfig.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "grpcpp/security/server_credentials.h"
+#include "httplib.h"
+#include "server/service/admin_service.h"
+#include "server/service/clusters.h"
+#include "server/service/grpc_metrics.h"
+#include "server/service/informer_registry.h"
+#include "server/service/informer_service.h"
+#include "server/service/queue_registry.h"
+#include "server/service/queue_service.h"
+#include "server/service/work_service.h"
+#include "spdlog/spdlog.h"
+
+namespace informerd {
+namespace {
+
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) {
+    return absl::NotFoundError(absl::StrCat(what, ": cannot read ", path));
+  }
+  std::string data;
+  char buffer[8192];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) data.append(buffer, n);
+  std::fclose(f);
+  return data;
+}
+
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
+  if (!tls.enabled()) return grpc::InsecureServerCredentials();
+  grpc::SslServerCredentialsOptions options(
+      tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                                 : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+  absl::StatusOr<std::string> cert = ReadWholeFile(tls.cert_file, "tls.cert");
+  if (!cert.ok()) return cert.status();
+  absl::StatusOr<std::string> key = ReadWholeFile(tls.key_file, "tls.key");
+  if (!key.ok()) return key.status();
+  options.pem_key_cert_pairs.push_back({*key, *cert});
+  if (!tls.client_ca_file.empty()) {
+    absl::StatusOr<std::string> ca = ReadWholeFile(tls.client_ca_file, "tls.clientCa");
+    if (!ca.ok()) return ca.status();
+    options.pem_root_certs = *ca;
+  }
+  return grpc::SslServerCredentials(options);
+}
+
+absl::StatusOr<client::RestConfig> ClusterRestConfig(const ClusterConfig& c) {
+  if (c.in_cluster) return client::LoadInClusterConfig({});
+  client::KubeconfigOptions options;
+  if (!c.kubeconfig.empty()) options.paths = {c.kubeconfig};
+  options.context = c.context;
+  return client::LoadKubeconfig(options);
+}
+
+}  // namespace
+
+Daemon::Daemon(DaemonConfig config) : config_(std::move(config)) {}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::Start(DaemonConfig config) {
+  std::unique_ptr<Daemon> daemon(new Daemon(std::move(config)));
+  if (absl::Status s = daemon->Init(); !s.ok()) {
+    daemon->Shutdown();
+    return s;
+  }
+  return daemon;
+}
+
+absl::Status Daemon::Init() {
+  clusters_ = std::make_unique<service::Clusters>();
+  for (size_t i = 0; i < config_.clusters.size(); ++i) {
+    const ClusterConfig& c = config_.clusters[i];
+    absl::StatusOr<client::RestConfig> rest = ClusterRestConfig(c);
+    if (!rest.ok()) {
+      return absl::Status(rest.status().code(),
+                          absl::StrCat("clusters[", i, "] (", c.name, "): ", rest.status().message()));
+    }
+    if (absl::Status s = clusters_->Add({.name = c.name,
+                                         .config = *std::move(rest),
+                                         .is_default = c.is_default,
+                                         .qps = c.qps,
+                                         .burst = c.burst});
+        !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("clusters[", i, "]: ", s.message()));
+    }
+  }
+  informers_ = std::make_unique<service::InformerRegistry>(
+      clusters_.get(), service::InformerRegistryOptions{.metrics = &metrics_});
+  queues_ = std::make_unique<service::QueueRegistry>(
+      informers_.get(), service::QueueRegistryOptions{.metrics = &metrics_});
+
+  // Configured informers, then queues (whose sources may name informers by alias).
+  absl::flat_hash_map<std::string, std::string> alias_to_id;
+  for (size_t i = 0; i < config_.informers.size(); ++i) {
+    absl::StatusOr<service::InformerRegistry::Entry> e =
+        informers_->Ensure(config_.informers[i].spec);
+    if (!e.ok()) {
+      return absl::Status(e.status().code(),
+                          absl::StrCat("informers[", i, "]: ", e.status().message()));
+    }
+    configured_informers_.push_back(e->id);
+    if (!config_.informers[i].alias.empty()) alias_to_id[config_.informers[i].alias] = e->id;
+  }
+  for (size_t i = 0; i < config_.queues.size(); ++i) {
+    v1::QueueSpec spec = config_.queues[i];
+    for (v1::QueueSource& source : *spec.mutable_sources()) {
+      if (auto it = alias_to_id.find(source.informer_id()); it != alias_to_id.end()) {
+        source.set_informer_id(it->second);
+      }
+      if (source.has_index()) {
+        if (auto it = alias_to_id.find(source.index().informer_id()); it != alias_to_id.end()) {
+          source.mutable_index()->set_informer_id(it->second);
+        }
+      }
+    }
+    absl::StatusOr<std::shared_ptr<service::NamedQueue>> q = queues_->Create(spec);
+    if (!q.ok()) {
+      return absl::Status(q.status().code(),
+                          absl::StrCat("queues[", i, "]: ", q.status().message()));
+    }
+  }
+
+  informer_service_ = std::make_unique<service::InformerService>(
+      informers_.get(),
+      service::InformerServiceOptions{.max_subscribers = config_.max_subscribers});
+  queue_service_ = std::make_unique<service::QueueService>(queues_.get());
+  work_service_ = std::make_unique<service::WorkService>(queues_.get());
+  admin_service_ = std::make_unique<service::AdminService>(
+      clusters_.get(), informers_.get(), queues_.get(), informer_service_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
+      Credentials(config_.tls);
+  if (!tcp_credentials.ok()) return tcp_credentials.status();
+  std::vector<std::unique_ptr<int>> ports;
+  for (const std::string& address : config_.listen) {
+    const bool unix_socket = absl::StartsWith(address, "unix:");
+    ports.push_back(std::make_unique<int>(0));
+    builder.AddListeningPort(address,
+                             unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials,
+                             ports.back().get());
+  }
+  builder.RegisterService(informer_service_.get());
+  builder.RegisterService(queue_service_.get());
+  builder.RegisterService(work_service_.get());
+  builder.RegisterService(admin_service_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config_.max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(config_.max_message_bytes));
+  // Dead peers (a worker's host gone, a cable pulled) are noticed within keepalive time +
+  // timeout, and their streams end, which returns their keys to the queues.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS,
+                             static_cast<int>(absl::ToInt64Milliseconds(config_.keepalive_time)));
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(config_.keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // Clients may ping as often as every second (SDKs use keepalives to notice a dead daemon).
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config_.max_concurrent_streams);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(service::NewGrpcMetricsInterceptorFactory(&metrics_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr) {
+    return absl::UnavailableError(absl::StrCat("cannot listen on ",
+                                               absl::StrJoin(config_.listen, ", "),
+                                               " (address in use, bad address or TLS files?)"));
+  }
+  for (size_t i = 0; i < config_.listen.size(); ++i) {
+    const std::string& address = config_.listen[i];
+    if (absl::StartsWith(address, "unix:")) {
+      grpc_addresses_.push_back(address);
+      continue;
+    }
+    if (*ports[i] == 0) {
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", address));
+    }
+    grpc_addresses_.push_back(
+        absl::StrCat(address.substr(0, address.rfind(':')), ":", *ports[i]));
+  }
+  return StartHttp();
+}
+
+bool Daemon::Ready() const {
+  for (const std::string& id : configured_informers_) {
+    std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
+    if (informer == nullptr || !informer->HasSynced()) return false;
+  }
+  return true;
+}
+
+absl::Status Daemon::StartHttp() {
+  if (config_.metrics_listen.empty()) return absl::OkStatus();
+  const std::string& address = config_.metrics_listen;
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("metricsListen: \"", address, "\" is not host:port"));
+  }
+  std::string host = address.substr(0, colon);
+  if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
+  http_ = std::make_unique<httplib::Server>();
+  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("ok\n", "text/plain");
+  });
+  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    bool shutting_down;
+    {
+      MutexLock lock(&mu_);
+      shutting_down = shutting_down_;
+    }
+    if (shutting_down) {
+      res.status = 503;
+      res.set_content("shutting down\n", "text/plain");
+      return;
+    }
+    std::string not_synced;
+    for (const std::string& id : configured_informers_) {
+      std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
+      if (informer == nullptr || !informer->HasSynced()) absl::StrAppend(&not_synced, id, "\n");
+    }
+    if (!not_synced.empty()) {
+      res.status = 503;
+      res.set_content(absl::StrCat("informers not synced yet:\n", not_synced), "text/plain");
+      return;
+    }
+    res.set_content("ok\n", "text/plain");
+  });
+  if (port == 0) {
+    port = http_->bind_to_any_port(host);
+  } else if (!http_->bind_to_port(host, port)) {
+    port = -1;
+  }
+  if (port <= 0) {
+    return absl::UnavailableError(absl::StrCat("metricsListen: cannot listen on ", address));
+  }
+  metrics_address_ = absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host,
+                                  ":", port);
+  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
+  return absl::OkStatus();
+}
+
+void Daemon::Shutdown() {
+  {
+    MutexLock lock(&mu_);
+    if (shutting_down_) {
+      mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shut_down_; });
+      return;
+    }
+    shutting_down_ = true;
+  }
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->SetServingStatus(false);
+  }
+  // Stop handing out keys; let in-flight ones be answered for the grace period.
+  if (queues_ != nullptr) queues_->ShutDownAll(config_.shutdown_grace_period);
+  if (server_ != nullptr) {
+    // Streams still open are cancelled now; their held keys go back to the queues.
+    server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
+    server_->Wait();
+  }
+  if (http_ != nullptr) {
+    http_->stop();
+    if (http_thread_.joinable()) http_thread_.join();
+  }
+  admin_service_.reset();
+  work_service_.reset();
+  queue_service_.reset();
+  informer_service_.reset();
+  server_.reset();
+  queues_.reset();
+  informers_.reset();
+  clusters_.reset();
+  MutexLock lock(&mu_);
+  shut_down_ = true;
+}
+
+void Daemon::Wait() {
+  MutexLock lock(&mu_);
+  mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shut_down_; });
+}
+
+Daemon::~Daemon() { Shutdown(); }
+
+}  // namespace informerd

@@ -1,0 +1,99 @@
+// Daemon: informerd's process — the clusters, informers and queues of a DaemonConfig behind one
+// gRPC server (Informers, Queues, Work, Admin, grpc.health.v1, server reflection) on every
+// listen address, and an HTTP endpoint with Prometheus /metrics, /healthz and /readyz.
+//
+//   absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::Start(config);
+//   ... (*d)->grpc_addresses() ...            // bound addresses, port 0 resolved
+//   (*d)->Shutdown();                         // e.g. on SIGTERM
+//
+// Start-up fails (with the reason) for a cluster whose credentials cannot be loaded, a listen
+// address that cannot be bound, unreadable TLS files, or a configured informer or queue the
+// registries refuse. With no cluster configured the daemon still starts and serves health,
+// reflection and admin calls; informer calls say that no cluster is configured.
+//
+// Shutdown is graceful: health turns NOT_SERVING, Work streams stop receiving keys and in-flight
+// keys get config.shutdown_grace_period to be answered, then streams end (keys still held go
+// back to their queues), then informers stop.
+//
+// Thread safety: Shutdown may be called from any thread, once or more.
+#ifndef INFORMERD_SERVER_DAEMON_H_
+#define INFORMERD_SERVER_DAEMON_H_
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "base/metrics.h"
+#include "base/mutex.h"
+#include "server/config.h"
+
+namespace grpc {
+class Server;
+}  // namespace grpc
+namespace httplib {
+class Server;
+}  // namespace httplib
+
+namespace informerd {
+
+namespace service {
+class AdminService;
+class Clusters;
+class InformerRegistry;
+class InformerService;
+class QueueRegistry;
+class QueueService;
+class WorkService;
+}  // namespace service
+
+class Daemon {
+ public:
+  static absl::StatusOr<std::unique_ptr<Daemon>> Start(DaemonConfig config);
+  ~Daemon();  // Shuts down.
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+
+  // The gRPC addresses as bound ("127.0.0.1:40123", "unix:///run/x.sock").
+  const std::vector<std::string>& grpc_addresses() const { return grpc_addresses_; }
+  // "host:port" of the HTTP endpoint, "" when off.
+  const std::string& metrics_address() const { return metrics_address_; }
+  // Every informer of the config has synced.
+  bool Ready() const;
+  void Shutdown();
+  // Blocks until Shutdown has finished.
+  void Wait();
+
+ private:
+  explicit Daemon(DaemonConfig config);
+  absl::Status Init();
+  absl::Status StartHttp();
+
+  const DaemonConfig config_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<service::Clusters> clusters_;
+  std::unique_ptr<service::InformerRegistry> informers_;
+  std::unique_ptr<service::QueueRegistry> queues_;
+  std::unique_ptr<service::InformerService> informer_service_;
+  std::unique_ptr<service::QueueService> queue_service_;
+  std::unique_ptr<service::WorkService> work_service_;
+  std::unique_ptr<service::AdminService> admin_service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> grpc_addresses_;
+  // Ids of the informers of the config (readiness).
+  std::vector<std::string> configured_informers_;
+
+  std::unique_ptr<httplib::Server> http_;
+  std::thread http_thread_;
+  std::string metrics_address_;
+
+  Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace informerd
+
+#endif  // INFORMERD_SERVER_DAEMON_H_

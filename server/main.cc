@@ -1,0 +1,69 @@
+// informerd: the daemon. `informerd --help` lists the flags; server/config.h documents the
+// config file. On start it prints one line per listener, for people and for scripts:
+//   grpc: 127.0.0.1:7470
+//   metrics: 127.0.0.1:7471
+// SIGTERM or SIGINT shuts it down gracefully (server/daemon.h); a second one ends it at once.
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+#include <string>
+#include <vector>
+
+#include "server/config.h"
+#include "server/daemon.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
+#include "spdlog/spdlog.h"
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  bool help = false;
+  absl::StatusOr<informerd::DaemonConfig> config = informerd::ConfigFromFlags(args, &help);
+  if (help) {
+    std::fputs(informerd::FlagsUsage().c_str(), stdout);
+    return 0;
+  }
+  if (!config.ok()) {
+    std::fprintf(stderr, "informerd: %s\n", std::string(config.status().message()).c_str());
+    return 2;
+  }
+  // Logs go to stderr; stdout carries only the address lines scripts read.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("informerd"));
+  spdlog::set_level(spdlog::level::from_str(config->log_level));
+
+  // Signals are taken by sigwait below, not by whichever thread they hit.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+
+  absl::StatusOr<std::unique_ptr<informerd::Daemon>> daemon =
+      informerd::Daemon::Start(*std::move(config));
+  if (!daemon.ok()) {
+    std::fprintf(stderr, "informerd: %s\n", daemon.status().ToString().c_str());
+    return 1;
+  }
+  for (const std::string& address : (*daemon)->grpc_addresses()) {
+    std::printf("grpc: %s\n", address.c_str());
+  }
+  if (!(*daemon)->metrics_address().empty()) {
+    std::printf("metrics: %s\n", (*daemon)->metrics_address().c_str());
+  }
+  std::fflush(stdout);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  spdlog::info("informerd: {} received, shutting down", strsignal(signal_number));
+  // A second signal while shutting down ends the process at once.
+  std::thread([signals]() mutable {
+    int again = 0;
+    sigwait(&signals, &again);
+    std::_Exit(130);
+  }).detach();
+  (*daemon)->Shutdown();
+  spdlog::info("informerd: stopped");
+  return 0;
+}

@@ -1,0 +1,62 @@
+#include "server/service/admin_service.h"
+
+#include <algorithm>
+
+namespace informerd::service {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+}  // namespace
+
+grpc::ServerUnaryReactor* AdminService::ListClusters(grpc::CallbackServerContext* context,
+                                                     const v1::ListClustersRequest*,
+                                                     v1::ListClustersResponse* response) {
+  for (Clusters::Cluster* c : clusters_->List()) {
+    v1::ClusterInfo* info = response->add_clusters();
+    info->set_name(c->name);
+    info->set_server(c->server);
+    info->set_is_default(c->name == clusters_->default_name());
+  }
+  return Finish(context);
+}
+
+grpc::ServerUnaryReactor* AdminService::ListInformers(grpc::CallbackServerContext* context,
+                                                      const v1::ListInformersRequest*,
+                                                      v1::ListInformersResponse* response) {
+  std::vector<InformerRegistry::Entry> entries = informers_->List();
+  std::sort(entries.begin(), entries.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  for (const InformerRegistry::Entry& e : entries) {
+    informer_service_->FillInfo(e, response->add_informers());
+  }
+  return Finish(context);
+}
+
+grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* context,
+                                                   const v1::ListQueuesRequest*,
+                                                   v1::ListQueuesResponse* response) {
+  std::vector<std::shared_ptr<NamedQueue>> queues = queues_->List();
+  std::sort(queues.begin(), queues.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
+  for (const std::shared_ptr<NamedQueue>& q : queues) {
+    v1::QueueDetails* details = response->add_queues();
+    *details->mutable_queue()->mutable_spec() = q->spec();
+    *details->mutable_queue()->mutable_state() = q->State();
+    for (const WorkerInfo& w : q->Workers()) {
+      v1::WorkerInfo* info = details->add_workers();
+      info->set_stream_id(w.stream_id);
+      info->set_worker_name(w.name);
+      info->set_peer(w.peer);
+      info->set_max_in_flight(w.max_in_flight);
+      info->set_in_flight(static_cast<uint32_t>(w.in_flight));
+    }
+  }
+  return Finish(context);
+}
+
+}  // namespace informerd::service

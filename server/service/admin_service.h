@@ -1,0 +1,49 @@
+// AdminService: the informerd.v1.Admin gRPC service — what the daemon runs, for operators and
+// dashboards: its clusters, its informers (sync state, last error, objects, bytes, subscribers)
+// and its queues (depth, in flight, delayed, retries, and every worker stream with its peer).
+//
+//   AdminService admin(&clusters, &informers, &queues, &informer_service);
+//   builder.RegisterService(&admin);
+//
+// Thread safety: gRPC calls it from many threads; everything it reads is thread-safe. It must
+// outlive the grpc::Server it is registered with; the pointers must outlive it.
+#ifndef INFORMERD_SERVER_SERVICE_ADMIN_SERVICE_H_
+#define INFORMERD_SERVER_SERVICE_ADMIN_SERVICE_H_
+
+#include "informerd/v1/admin.grpc.pb.h"
+#include "server/service/clusters.h"
+#include "server/service/informer_registry.h"
+#include "server/service/informer_service.h"
+#include "server/service/queue_registry.h"
+
+namespace informerd::service {
+
+class AdminService final : public v1::Admin::CallbackService {
+ public:
+  AdminService(Clusters* clusters, InformerRegistry* informers, QueueRegistry* queues,
+               const InformerService* informer_service)
+      : clusters_(clusters),
+        informers_(informers),
+        queues_(queues),
+        informer_service_(informer_service) {}
+
+  grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
+                                         const v1::ListClustersRequest* request,
+                                         v1::ListClustersResponse* response) override;
+  grpc::ServerUnaryReactor* ListInformers(grpc::CallbackServerContext* context,
+                                          const v1::ListInformersRequest* request,
+                                          v1::ListInformersResponse* response) override;
+  grpc::ServerUnaryReactor* ListQueues(grpc::CallbackServerContext* context,
+                                       const v1::ListQueuesRequest* request,
+                                       v1::ListQueuesResponse* response) override;
+
+ private:
+  Clusters* const clusters_;
+  InformerRegistry* const informers_;
+  QueueRegistry* const queues_;
+  const InformerService* const informer_service_;
+};
+
+}  // namespace informerd::service
+
+#endif  // INFORMERD_SERVER_SERVICE_ADMIN_SERVICE_H_

@@ -1,0 +1,71 @@
+// hold_worker: a worker process for end-to-end tests. It opens a Work stream on a queue and prints
+// "held: KEY TOKEN" for every key it receives, answering none (a worker stuck mid-item), until it
+// is killed. With --answer it answers each key with SUCCESS instead and prints "done: KEY".
+//
+//   hold_worker --target=127.0.0.1:7470 --queue=q --max_in_flight=4 [--answer]
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "grpcpp/grpcpp.h"
+#include "informerd/v1/work.grpc.pb.h"
+
+int main(int argc, char** argv) {
+  std::map<std::string, std::string> flags;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (!absl::StartsWith(arg, "--")) continue;
+    const size_t eq = arg.find('=');
+    flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
+        eq == std::string::npos ? "1" : arg.substr(eq + 1);
+  }
+  uint32_t max_in_flight = 1;
+  if (flags.count("max_in_flight") && !absl::SimpleAtoi(flags["max_in_flight"], &max_in_flight)) {
+    std::fprintf(stderr, "hold_worker: bad --max_in_flight\n");
+    return 2;
+  }
+  const bool answer = flags.count("answer") > 0;
+  auto channel = grpc::CreateChannel(flags["target"], grpc::InsecureChannelCredentials());
+  auto stub = informerd::v1::Work::NewStub(channel);
+  grpc::ClientContext context;
+  auto stream = stub->Process(&context);
+  informerd::v1::ProcessRequest start;
+  start.mutable_start()->set_queue(flags["queue"]);
+  start.mutable_start()->set_max_in_flight(max_in_flight);
+  start.mutable_start()->set_worker_name("hold_worker");
+  if (!stream->Write(start)) {
+    std::fprintf(stderr, "hold_worker: cannot start the stream\n");
+    return 1;
+  }
+  informerd::v1::ProcessResponse response;
+  while (stream->Read(&response)) {
+    if (response.has_started()) {
+      std::printf("started: %s\n", response.started().stream_id().c_str());
+    }
+    if (!response.has_leases()) {
+      std::fflush(stdout);
+      continue;
+    }
+    informerd::v1::ProcessRequest outcomes;
+    for (const informerd::v1::Lease& lease : response.leases().leases()) {
+      if (answer) {
+        informerd::v1::Outcome* o = outcomes.mutable_outcomes()->add_outcomes();
+        o->set_key(lease.key());
+        o->set_token(lease.token());
+        o->set_result(informerd::v1::Outcome::SUCCESS);
+        std::printf("done: %s\n", lease.key().c_str());
+      } else {
+        std::printf("held: %s %llu\n", lease.key().c_str(),
+                    static_cast<unsigned long long>(lease.token()));
+      }
+    }
+    std::fflush(stdout);
+    if (answer && !stream->Write(outcomes)) break;
+  }
+  const grpc::Status status = stream->Finish();
+  std::printf("ended: %d %s\n", status.error_code(), status.error_message().c_str());
+  return 0;
+}

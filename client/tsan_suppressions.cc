@@ -1,4 +1,4 @@
-// ThreadSanitizer suppressions for client/ tests, compiled into them.
+// ThreadSanitizer suppressions for tests and the daemon binary, compiled into them.
 //
 // Debian's Abseil is built without TSan, so the atomic reference count of absl::Status (and
 // Cord) is invisible to it: when a Status made on one thread is released on another, the
@@ -20,5 +20,9 @@ extern "C" const char* __tsan_default_suppressions() {
          // thread and waits on it from its poller thread, synchronised inside libgrpc/libgpr.
          "race:libgrpc.so*\n"
          "race:libgpr.so*\n"
-         "race:libgrpc++.so*\n";
+         "race:libgrpc++.so*\n"
+         // absl::Mutex (used inside gRPC) keeps its deadlock-detection graph in uninstrumented
+         // libabsl too.
+         "race:libabsl_graphcycles_internal.so*\n"
+         "race:libabsl_synchronization.so*\n";
 }

@@ -136,7 +136,7 @@ absl::Status Daemon::Init() {
 
   informer_service_ = std::make_unique<service::InformerService>(
       informers_.get(),
-      service::InformerServiceOptions{.max_subscribers = config_.max_subscribers});
+      service::InformerServiceOptions{.max_subscribers = static_cast<size_t>(config_.max_subscribers)});
   queue_service_ = std::make_unique<service::QueueService>(queues_.get());
   work_service_ = std::make_unique<service::WorkService>(queues_.get());
   admin_service_ = std::make_unique<service::AdminService>(

@@ -79,3 +79,9 @@ soak: bootstrap
 .PHONY: bench-informer
 bench-informer: bootstrap
 	tools/bench_informer
+
+# informerd's gRPC service under bench/load beside bare-gRPC floors (tools/bench_service): prints the
+# table and writes bench/results/service.json.
+.PHONY: bench-service
+bench-service: bootstrap
+	tools/bench_service

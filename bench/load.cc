@@ -1,0 +1,976 @@
+// load: a load generator for a running informerd — the tool to load-test a deployment with.
+// It adds keys to a queue, drains them through Work streams with a no-op reconcile (every key
+// answered SUCCESS at once, one Outcomes message per batch), watches and reads an informer, and can
+// make changes on the API server itself, then reports throughput and latency percentiles: a live
+// progress line once a second (on stderr) and a summary at the end (--json: one JSON object on
+// stdout).
+//
+//   bazel run //bench:load -- --target=127.0.0.1:7470 --queue=load --duration=30s
+//       --add_rate=50000 --keys=10000 --workers=4 --batch=16
+//   bazel run //bench:load -- --target=127.0.0.1:7470 --resource=v1/configmaps --namespace=demo
+//       --subscribers=100 --get_rate=1000 --get_key=demo/cm-1
+//   bazel run //bench:load -- --target=... --resource=v1/configmaps --namespace=load
+//       --queue=cms --bind --apiserver=http://127.0.0.1:8080 --change_rate=1000 --adders=0
+//
+// Flags (--name=value; durations like 10s or 500ms; bools as --name, --name=true or =false):
+//   --target=ADDR          informerd's gRPC address (host:port or unix:///path). Required.
+//   --duration=10s         how long the measured phase runs.
+//   --queue=NAME           the queue to load (created when missing); workers need it.
+//   --adders=1             threads calling Queues.Add (0: no adds).
+//   --add_rate=0           keys/s added over all adders; 0: as fast as possible.
+//   --add_batch=100        keys per Add call at most (fewer at low rates to keep latency).
+//   --keys=10000           the key space: keys are load/key-00000000 .. load/key-<keys-1>.
+//   --prefill              add every key once before the run (not timed); with --adders=0 the run
+//                          ends when the queue is drained, giving pure Work-stream throughput.
+//   --workers=1            Work streams, each on its own connection (0: none; default 0 without
+//                          --queue).
+//   --batch=1              max_batch per stream (and max_in_flight unless --in_flight is given).
+//   --in_flight=BATCH      max_in_flight per stream.
+//   --delete_queue         delete the queue at the end.
+//   --informer=ID          the informer for --subscribers and --get_rate, or:
+//   --resource=[GROUP/]VERSION/RESOURCE with --namespace, --cluster: ensure that informer.
+//   --bind                 when creating --queue, source it from the informer (an informer-bound
+//                          queue: the informer's events enqueue object keys).
+//   --subscribers=0        Watch streams on the informer.
+//   --get_rate=0           lister Get calls/s on --get_key (one thread; 0 with --get_key set: as
+//                          fast as possible).
+//   --get_key=NS/NAME      the key Get reads.
+//   --lists=0              List the whole informer this many times before the run (timed).
+//   --apiserver=URL        make changes on this API server (plain HTTP, no auth: a test server):
+//   --change_rate=0        ConfigMap merge-patches/s in --namespace, each stamped with the time it
+//                          was sent (data.ts); latency is measured from it to the key's delivery
+//                          and to each subscriber's event.
+//   --change_objects=100   ConfigMaps load-000000 .. created before the run (existing ones reused).
+//   --change_threads=4     HTTP connections making changes.
+//   --json                 print the summary as one JSON object on stdout.
+//
+// Latency add→delivery: each key's first pending add (or change) is kept in a map until a worker
+// receives the key; a key added again before delivery keeps its first time (the queue coalesces).
+// Adds are timed just before the Add call is sent, changes just before the PATCH is sent.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "bench/latency_histogram.h"
+#include "grpcpp/grpcpp.h"
+#include "httplib.h"
+#include "informerd/v1/informers.grpc.pb.h"
+#include "informerd/v1/queues.grpc.pb.h"
+#include "informerd/v1/work.grpc.pb.h"
+
+namespace informerd::bench {
+namespace {
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void SleepUntilNs(int64_t deadline_ns) {
+  const int64_t wait = deadline_ns - NowNs();
+  if (wait > 0) std::this_thread::sleep_for(std::chrono::nanoseconds(wait));
+}
+
+// ---- Options --------------------------------------------------------------------------------
+
+struct Options {
+  std::string target;
+  absl::Duration duration = absl::Seconds(10);
+  std::string queue;
+  int adders = 1;
+  double add_rate = 0;
+  int add_batch = 100;
+  int keys = 10000;
+  bool prefill = false;
+  int workers = 1;
+  int batch = 1;
+  int in_flight = 0;  // 0: batch
+  bool delete_queue = false;
+  std::string informer;
+  std::string resource;
+  std::string namespace_;
+  std::string cluster;
+  bool bind = false;
+  int subscribers = 0;
+  double get_rate = 0;
+  std::string get_key;
+  int lists = 0;
+  std::string apiserver;
+  double change_rate = 0;
+  int change_objects = 100;
+  int change_threads = 4;
+  bool json = false;
+};
+
+absl::Status ParseInt(const std::string& name, const std::string& value, int min, int max,
+                      int* out) {
+  if (!absl::SimpleAtoi(value, out) || *out < min || *out > max) {
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer in ", min,
+                                                   "..", max, ", got \"", value, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseRate(const std::string& name, const std::string& value, double* out) {
+  if (!absl::SimpleAtod(value, out) || !(*out >= 0) || *out > 1e9) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected a rate >= 0 (per second), got \"", value, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBool(const std::string& name, const std::string& value, bool* out) {
+  if (value == "" || value == "true" || value == "1") {
+    *out = true;
+  } else if (value == "false" || value == "0") {
+    *out = false;
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", name, ": expected true or false, got \"", value, "\""));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
+  Options o;
+  bool in_flight_given = false;
+  bool workers_given = false;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "--")) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", argv[i],
+                                                     "\" (flags are --name=value; see --help)"));
+    }
+    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
+    const std::string& name = kv[0];
+    const bool has_value = kv.size() > 1;
+    const std::string value = has_value ? kv[1] : "";
+    auto need_value = [&]() -> absl::Status {
+      if (!has_value) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value (--", name,
+                                                       "=...)"));
+      }
+      return absl::OkStatus();
+    };
+    absl::Status s;
+    if (name == "help") {
+      return absl::CancelledError("help");
+    } else if (name == "target") {
+      s = need_value();
+      o.target = value;
+    } else if (name == "duration") {
+      if (s = need_value(); s.ok() && (!absl::ParseDuration(value, &o.duration) ||
+                                       o.duration <= absl::ZeroDuration())) {
+        s = absl::InvalidArgumentError(absl::StrCat(
+            "--duration: expected a positive duration such as 10s, got \"", value, "\""));
+      }
+    } else if (name == "queue") {
+      s = need_value();
+      o.queue = value;
+    } else if (name == "adders") {
+      s = ParseInt(name, value, 0, 64, &o.adders);
+    } else if (name == "add_rate") {
+      s = ParseRate(name, value, &o.add_rate);
+    } else if (name == "add_batch") {
+      s = ParseInt(name, value, 1, 10000, &o.add_batch);
+    } else if (name == "keys") {
+      s = ParseInt(name, value, 1, 100000000, &o.keys);
+    } else if (name == "prefill") {
+      s = ParseBool(name, value, &o.prefill);
+    } else if (name == "workers") {
+      s = ParseInt(name, value, 0, 1000, &o.workers);
+      workers_given = true;
+    } else if (name == "batch") {
+      s = ParseInt(name, value, 1, 100000, &o.batch);
+    } else if (name == "in_flight") {
+      s = ParseInt(name, value, 1, 100000, &o.in_flight);
+      in_flight_given = true;
+    } else if (name == "delete_queue") {
+      s = ParseBool(name, value, &o.delete_queue);
+    } else if (name == "informer") {
+      s = need_value();
+      o.informer = value;
+    } else if (name == "resource") {
+      s = need_value();
+      o.resource = value;
+    } else if (name == "namespace") {
+      s = need_value();
+      o.namespace_ = value;
+    } else if (name == "cluster") {
+      s = need_value();
+      o.cluster = value;
+    } else if (name == "bind") {
+      s = ParseBool(name, value, &o.bind);
+    } else if (name == "subscribers") {
+      s = ParseInt(name, value, 0, 10000, &o.subscribers);
+    } else if (name == "get_rate") {
+      s = ParseRate(name, value, &o.get_rate);
+    } else if (name == "get_key") {
+      s = need_value();
+      o.get_key = value;
+    } else if (name == "lists") {
+      s = ParseInt(name, value, 0, 100000, &o.lists);
+    } else if (name == "apiserver") {
+      s = need_value();
+      o.apiserver = value;
+    } else if (name == "change_rate") {
+      s = ParseRate(name, value, &o.change_rate);
+    } else if (name == "change_objects") {
+      s = ParseInt(name, value, 1, 1000000, &o.change_objects);
+    } else if (name == "change_threads") {
+      s = ParseInt(name, value, 1, 64, &o.change_threads);
+    } else if (name == "json") {
+      s = ParseBool(name, value, &o.json);
+    } else {
+      s = absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
+    }
+    if (!s.ok()) return s;
+  }
+  if (!in_flight_given) o.in_flight = o.batch;
+  // Without a queue the default worker is not wanted (an explicit --workers still needs one).
+  if (o.queue.empty() && !workers_given) o.workers = 0;
+  if (o.target.empty()) return absl::InvalidArgumentError("--target: required (host:port)");
+  if (o.in_flight < o.batch) {
+    return absl::InvalidArgumentError("--in_flight: must be at least --batch");
+  }
+  const bool queue_load = o.workers > 0 || o.adders > 0 || o.prefill;
+  if (queue_load && o.queue.empty() && (o.workers > 0 || o.prefill)) {
+    return absl::InvalidArgumentError(
+        "--queue: required with --workers > 0 or --prefill (or pass --workers=0 --adders=0)");
+  }
+  if (o.queue.empty()) o.adders = 0;
+  if (!o.informer.empty() && !o.resource.empty()) {
+    return absl::InvalidArgumentError("--informer and --resource: give one, not both");
+  }
+  const bool has_informer = !o.informer.empty() || !o.resource.empty();
+  if ((o.subscribers > 0 || o.get_rate > 0 || !o.get_key.empty() || o.lists > 0 || o.bind) &&
+      !has_informer) {
+    return absl::InvalidArgumentError(
+        "--subscribers, --get_rate, --get_key, --lists and --bind need --informer or --resource");
+  }
+  if (o.get_rate > 0 && o.get_key.empty()) {
+    return absl::InvalidArgumentError("--get_rate: needs --get_key=NAMESPACE/NAME");
+  }
+  if (o.bind && o.queue.empty()) return absl::InvalidArgumentError("--bind: needs --queue");
+  if (o.change_rate > 0 && o.apiserver.empty()) {
+    return absl::InvalidArgumentError("--change_rate: needs --apiserver=http://HOST:PORT");
+  }
+  if (!o.apiserver.empty()) {
+    if (!absl::StartsWith(o.apiserver, "http://")) {
+      return absl::InvalidArgumentError("--apiserver: expected http://HOST:PORT");
+    }
+    if (o.namespace_.empty()) {
+      return absl::InvalidArgumentError("--apiserver: needs --namespace for its ConfigMaps");
+    }
+  }
+  return o;
+}
+
+constexpr char kUsage[] =
+    "usage: load --target=HOST:PORT [--duration=10s] [--queue=NAME --workers=N --batch=N "
+    "--adders=N --add_rate=R --keys=N --prefill] [--resource=v1/configmaps --namespace=NS | "
+    "--informer=ID] [--subscribers=N] [--get_rate=R --get_key=NS/NAME] [--lists=N] [--bind] "
+    "[--apiserver=http://HOST:PORT --change_rate=R] [--json]\n"
+    "(the comment at the top of bench/load.cc describes every flag)\n";
+
+// ---- Shared state ---------------------------------------------------------------------------
+
+// A latency histogram one thread records into and the reporter merges from.
+struct Recorder {
+  absl::Mutex mu;
+  LatencyHistogram histogram ABSL_GUARDED_BY(mu);
+
+  void Record(int64_t ns) {
+    absl::MutexLock lock(&mu);
+    histogram.Record(ns);
+  }
+  // Merges a thread's local samples in and clears them (threads flush every 50 ms).
+  void Take(LatencyHistogram* local) {
+    absl::MutexLock lock(&mu);
+    histogram.Merge(*local);
+    local->Clear();
+  }
+};
+
+LatencyHistogram MergeAll(const std::vector<std::unique_ptr<Recorder>>& recorders) {
+  LatencyHistogram total;
+  for (const auto& r : recorders) {
+    absl::MutexLock lock(&r->mu);
+    total.Merge(r->histogram);
+  }
+  return total;
+}
+
+// Key → time of its first pending add or change, sharded to keep adders and workers apart.
+class PendingTimes {
+ public:
+  // Keeps the earlier time when the key is already pending.
+  void Mark(const std::string& key, int64_t ns) {
+    Shard& s = ShardOf(key);
+    absl::MutexLock lock(&s.mu);
+    s.first_ns.try_emplace(key, ns);
+  }
+  // The key's pending time, forgetting it; nullopt when the key was not marked.
+  std::optional<int64_t> Take(const std::string& key) {
+    Shard& s = ShardOf(key);
+    absl::MutexLock lock(&s.mu);
+    auto it = s.first_ns.find(key);
+    if (it == s.first_ns.end()) return std::nullopt;
+    const int64_t ns = it->second;
+    s.first_ns.erase(it);
+    return ns;
+  }
+
+ private:
+  struct Shard {
+    absl::Mutex mu;
+    absl::flat_hash_map<std::string, int64_t> first_ns ABSL_GUARDED_BY(mu);
+  };
+  Shard& ShardOf(const std::string& key) {
+    return shards_[absl::HashOf(key) % kShards];
+  }
+  static constexpr size_t kShards = 64;
+  Shard shards_[kShards];
+};
+
+struct Counters {
+  std::atomic<uint64_t> added{0};
+  std::atomic<uint64_t> add_errors{0};
+  std::atomic<uint64_t> completed{0};
+  std::atomic<uint64_t> refusals{0};
+  std::atomic<uint64_t> events{0};
+  std::atomic<uint64_t> resnapshots{0};
+  std::atomic<uint64_t> gets{0};
+  std::atomic<uint64_t> get_errors{0};
+  std::atomic<uint64_t> changes{0};
+  std::atomic<uint64_t> change_errors{0};
+};
+
+// The first error of each kind, for the summary.
+class Errors {
+ public:
+  void Add(const std::string& what) {
+    absl::MutexLock lock(&mu_);
+    if (seen_.size() < 20 && !seen_.contains(what)) seen_[what] = true;
+  }
+  std::vector<std::string> List() {
+    absl::MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const auto& [k, v] : seen_) out.push_back(k);
+    return out;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::map<std::string, bool> seen_ ABSL_GUARDED_BY(mu_);
+};
+
+std::string KeyName(int i) { return absl::StrFormat("load/key-%08d", i); }
+std::string ObjectName(int i) { return absl::StrFormat("load-%06d", i); }
+
+std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int index) {
+  grpc::ChannelArguments args;
+  // A distinct argument gives each channel its own connection (as separate worker processes
+  // would have).
+  args.SetInt("informerd.load.channel", index);
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
+// ---- The load ---------------------------------------------------------------------------------
+
+class Load {
+ public:
+  explicit Load(Options options) : o_(std::move(options)) {}
+
+  int Run() {
+    channel_ = NewChannel(o_.target, 0);
+    if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
+      return Fail(absl::StrCat("cannot connect to --target=", o_.target, " within 10s"));
+    }
+    if (absl::Status s = Setup(); !s.ok()) return Fail(s.ToString());
+    Measure();
+    if (o_.delete_queue && !o_.queue.empty()) {
+      grpc::ClientContext ctx;
+      v1::DeleteQueueRequest req;
+      req.set_queue(o_.queue);
+      v1::DeleteQueueResponse res;
+      v1::Queues::NewStub(channel_)->DeleteQueue(&ctx, req, &res).IgnoreError();
+    }
+    PrintSummary();
+    return 0;
+  }
+
+ private:
+  int Fail(const std::string& message) {
+    std::fprintf(stderr, "load: %s\n", message.c_str());
+    return 1;
+  }
+
+  static absl::Status FromGrpc(const std::string& what, const grpc::Status& s) {
+    if (s.ok()) return absl::OkStatus();
+    return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                        absl::StrCat(what, ": ", s.error_message()));
+  }
+
+  absl::Status Setup() {
+    if (!o_.apiserver.empty()) {
+      if (absl::Status s = CreateObjects(); !s.ok()) return s;
+    }
+    if (!o_.resource.empty()) {
+      if (absl::Status s = EnsureInformer(); !s.ok()) return s;
+    }
+    if (!o_.informer.empty()) {
+      auto stub = v1::Informers::NewStub(channel_);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+      v1::WaitForSyncRequest req;
+      req.set_informer_id(o_.informer);
+      req.set_timeout_ms(110000);
+      v1::InformerInfo info;
+      if (absl::Status s = FromGrpc("WaitForSync", stub->WaitForSync(&ctx, req, &info)); !s.ok()) {
+        return s;
+      }
+      objects_ = info.state().objects();
+      for (int i = 0; i < o_.lists; ++i) {
+        if (absl::Status s = TimedList(); !s.ok()) return s;
+      }
+    }
+    if (!o_.queue.empty()) {
+      if (absl::Status s = EnsureQueue(); !s.ok()) return s;
+      if (o_.prefill) {
+        if (absl::Status s = Prefill(); !s.ok()) return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CreateObjects() {
+    httplib::Client http(o_.apiserver);
+    http.set_connection_timeout(5);
+    http.set_tcp_nodelay(true);
+    const std::string path = absl::StrCat("/api/v1/namespaces/", o_.namespace_, "/configmaps");
+    for (int i = 0; i < o_.change_objects; ++i) {
+      const std::string body = absl::StrCat(
+          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", ObjectName(i),
+          R"("},"data":{"ts":"0"}})");
+      auto res = http.Post(path.c_str(), body, "application/json");
+      if (!res) {
+        return absl::UnavailableError(absl::StrCat("--apiserver: POST ", path, ": ",
+                                                   httplib::to_string(res.error())));
+      }
+      if (res->status != 201 && res->status != 200 && res->status != 409) {
+        return absl::FailedPreconditionError(absl::StrCat("--apiserver: POST ", path, ": HTTP ",
+                                                          res->status, ": ",
+                                                          res->body.substr(0, 200)));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status EnsureInformer() {
+    std::vector<std::string> parts = absl::StrSplit(o_.resource, '/');
+    v1::EnsureInformerRequest req;
+    v1::GroupVersionResource* gvr = req.mutable_spec()->mutable_resource();
+    if (parts.size() == 2) {
+      gvr->set_version(parts[0]);
+      gvr->set_resource(parts[1]);
+    } else if (parts.size() == 3) {
+      gvr->set_group(parts[0]);
+      gvr->set_version(parts[1]);
+      gvr->set_resource(parts[2]);
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--resource: expected [GROUP/]VERSION/RESOURCE such as v1/configmaps, got \"",
+          o_.resource, "\""));
+    }
+    req.mutable_spec()->set_cluster(o_.cluster);
+    req.mutable_spec()->set_namespace_(o_.namespace_);
+    auto stub = v1::Informers::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::InformerInfo info;
+    if (absl::Status s = FromGrpc("EnsureInformer", stub->EnsureInformer(&ctx, req, &info));
+        !s.ok()) {
+      return s;
+    }
+    o_.informer = info.id();
+    return absl::OkStatus();
+  }
+
+  absl::Status TimedList() {
+    auto stub = v1::Informers::NewStub(channel_);
+    grpc::ClientContext ctx;
+    v1::ListRequest req;
+    req.set_informer_id(o_.informer);
+    const int64_t start = NowNs();
+    auto reader = stub->List(&ctx, req);
+    v1::ListResponse res;
+    uint64_t n = 0;
+    while (reader->Read(&res)) n += static_cast<uint64_t>(res.objects_size());
+    if (absl::Status s = FromGrpc("List", reader->Finish()); !s.ok()) return s;
+    list_.Record(NowNs() - start);
+    listed_ = n;
+    return absl::OkStatus();
+  }
+
+  absl::Status EnsureQueue() {
+    auto stub = v1::Queues::NewStub(channel_);
+    {
+      grpc::ClientContext ctx;
+      v1::GetQueueRequest req;
+      req.set_queue(o_.queue);
+      v1::QueueInfo info;
+      grpc::Status s = stub->GetQueue(&ctx, req, &info);
+      if (s.ok()) {
+        if (o_.bind && info.spec().sources_size() == 0) {
+          std::fprintf(stderr, "load: queue %s exists without sources; --bind ignored\n",
+                       o_.queue.c_str());
+        }
+        return absl::OkStatus();
+      }
+      if (s.error_code() != grpc::NOT_FOUND) return FromGrpc("GetQueue", s);
+    }
+    grpc::ClientContext ctx;
+    v1::CreateQueueRequest req;
+    req.mutable_spec()->set_name(o_.queue);
+    if (o_.bind) req.mutable_spec()->add_sources()->set_informer_id(o_.informer);
+    v1::QueueInfo info;
+    return FromGrpc("CreateQueue", stub->CreateQueue(&ctx, req, &info));
+  }
+
+  absl::Status Prefill() {
+    auto stub = v1::Queues::NewStub(channel_);
+    v1::AddRequest req;
+    req.set_queue(o_.queue);
+    for (int i = 0; i < o_.keys;) {
+      req.clear_keys();
+      for (int j = 0; j < 5000 && i < o_.keys; ++j, ++i) req.add_keys(KeyName(i));
+      grpc::ClientContext ctx;
+      v1::AddResponse res;
+      if (absl::Status s = FromGrpc("Add (prefill)", stub->Add(&ctx, req, &res)); !s.ok()) {
+        return s;
+      }
+    }
+    prefilled_ = static_cast<uint64_t>(o_.keys);
+    return absl::OkStatus();
+  }
+
+  // -- Threads --
+
+  void Adder(int index) {
+    auto stub = v1::Queues::NewStub(NewChannel(o_.target, 1000 + index));
+    const double rate = o_.add_rate / o_.adders;
+    // At a set rate, batches hold at most 10 ms of keys so that batching adds little latency.
+    int batch = o_.add_batch;
+    if (rate > 0) batch = std::clamp(static_cast<int>(rate / 100), 1, o_.add_batch);
+    v1::AddRequest req;
+    req.set_queue(o_.queue);
+    int next_key = index;
+    uint64_t sent = 0;
+    const int64_t start = NowNs();
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (rate > 0) {
+        SleepUntilNs(start + static_cast<int64_t>(static_cast<double>(sent) / rate * 1e9));
+        if (stop_.load(std::memory_order_relaxed)) break;
+      }
+      req.clear_keys();
+      const int64_t now = NowNs();
+      for (int j = 0; j < batch; ++j) {
+        std::string* key = req.add_keys();
+        *key = KeyName(next_key);
+        pending_.Mark(*key, now);
+        next_key = (next_key + o_.adders) % o_.keys;
+      }
+      grpc::ClientContext ctx;
+      v1::AddResponse res;
+      grpc::Status s = stub->Add(&ctx, req, &res);
+      sent += static_cast<uint64_t>(batch);
+      if (s.ok()) {
+        counters_.added += static_cast<uint64_t>(batch);
+      } else {
+        ++counters_.add_errors;
+        errors_.Add(absl::StrCat("Add: ", s.error_message()));
+        if (rate == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+    }
+  }
+
+  void Worker(int index, grpc::ClientContext* ctx, Recorder* recorder) {
+    auto stub = v1::Work::NewStub(NewChannel(o_.target, index + 1));
+    auto stream = stub->Process(ctx);
+    v1::ProcessRequest start;
+    start.mutable_start()->set_queue(o_.queue);
+    start.mutable_start()->set_max_in_flight(static_cast<uint32_t>(o_.in_flight));
+    start.mutable_start()->set_max_batch(static_cast<uint32_t>(o_.batch));
+    start.mutable_start()->set_worker_name(absl::StrCat("load-", index));
+    v1::ProcessResponse res;
+    if (!stream->Write(start) || !stream->Read(&res) || !res.has_started()) {
+      grpc::Status s = stream->Finish();
+      if (!stop_.load()) errors_.Add(absl::StrCat("Work.Process: ", s.error_message()));
+      return;
+    }
+    v1::ProcessRequest answer;
+    LatencyHistogram local;
+    int64_t last_flush = NowNs();
+    while (stream->Read(&res)) {
+      if (res.has_refusals()) {
+        counters_.refusals += static_cast<uint64_t>(res.refusals().refusals_size());
+        for (const v1::Refusal& r : res.refusals().refusals()) {
+          errors_.Add(absl::StrCat("refusal: ", r.message()));
+        }
+        continue;
+      }
+      if (!res.has_leases()) continue;
+      const int64_t now = NowNs();
+      v1::Outcomes* outcomes = answer.mutable_outcomes();
+      outcomes->clear_outcomes();
+      for (const v1::Lease& lease : res.leases().leases()) {
+        if (tracking_) {
+          if (std::optional<int64_t> t = pending_.Take(lease.key())) local.Record(now - *t);
+        }
+        v1::Outcome* o = outcomes->add_outcomes();
+        o->set_key(lease.key());
+        o->set_token(lease.token());
+        o->set_result(v1::Outcome::SUCCESS);
+      }
+      counters_.completed += static_cast<uint64_t>(res.leases().leases_size());
+      if (!stream->Write(answer)) break;
+      if (now - last_flush > 50'000'000) {
+        recorder->Take(&local);
+        last_flush = now;
+      }
+    }
+    recorder->Take(&local);
+    grpc::Status s = stream->Finish();
+    if (!s.ok() && !stop_.load()) errors_.Add(absl::StrCat("Work.Process: ", s.error_message()));
+  }
+
+  // The data.ts stamp of a change made by this tool (0: none).
+  static int64_t StampOf(const std::string& json) {
+    const size_t at = json.find("\"ts\":\"");
+    if (at == std::string::npos) return 0;
+    int64_t v = 0;
+    for (size_t i = at + 6; i < json.size() && json[i] >= '0' && json[i] <= '9'; ++i) {
+      v = v * 10 + (json[i] - '0');
+    }
+    return v;
+  }
+
+  void Subscriber(int index, grpc::ClientContext* ctx, Recorder* recorder) {
+    auto stub = v1::Informers::NewStub(
+        subscriber_channels_[static_cast<size_t>(index) % subscriber_channels_.size()]);
+    v1::WatchRequest req;
+    req.set_informer_id(o_.informer);
+    auto reader = stub->Watch(ctx, req);
+    v1::WatchResponse res;
+    LatencyHistogram local;
+    int64_t last_flush = NowNs();
+    while (reader->Read(&res)) {
+      const int64_t now = NowNs();
+      uint64_t live = 0;
+      for (const v1::WatchEvent& e : res.events()) {
+        if (e.type() == v1::WatchEvent::RESNAPSHOT) ++counters_.resnapshots;
+        if (e.initial() || (e.type() != v1::WatchEvent::ADDED &&
+                            e.type() != v1::WatchEvent::UPDATED &&
+                            e.type() != v1::WatchEvent::DELETED)) {
+          continue;
+        }
+        ++live;
+        if (const int64_t t = StampOf(e.object().json()); t > 0) local.Record(now - t);
+      }
+      counters_.events += live;
+      if (now - last_flush > 50'000'000) {
+        recorder->Take(&local);
+        last_flush = now;
+      }
+    }
+    recorder->Take(&local);
+    grpc::Status s = reader->Finish();
+    if (!s.ok() && !stop_.load()) errors_.Add(absl::StrCat("Watch: ", s.error_message()));
+  }
+
+  void Getter(Recorder* recorder) {
+    auto stub = v1::Informers::NewStub(NewChannel(o_.target, 2000));
+    v1::GetRequest req;
+    req.set_informer_id(o_.informer);
+    req.set_key(o_.get_key);
+    v1::GetResponse res;
+    uint64_t sent = 0;
+    const int64_t start = NowNs();
+    while (!stop_.load(std::memory_order_relaxed)) {
+      if (o_.get_rate > 0) {
+        SleepUntilNs(start + static_cast<int64_t>(static_cast<double>(sent) / o_.get_rate * 1e9));
+      }
+      grpc::ClientContext ctx;
+      const int64_t before = NowNs();
+      grpc::Status s = stub->Get(&ctx, req, &res);
+      const int64_t after = NowNs();
+      ++sent;
+      if (s.ok()) {
+        ++counters_.gets;
+        recorder->Record(after - before);
+        if (!res.found()) errors_.Add(absl::StrCat("Get: ", o_.get_key, " not found"));
+      } else {
+        ++counters_.get_errors;
+        errors_.Add(absl::StrCat("Get: ", s.error_message()));
+      }
+    }
+  }
+
+  void Changer(int index) {
+    httplib::Client http(o_.apiserver);
+    http.set_keep_alive(true);
+    // httplib writes headers and body separately; without this, Nagle and delayed ACKs add 40 ms.
+    http.set_tcp_nodelay(true);
+    const double rate = o_.change_rate / o_.change_threads;
+    uint64_t sent = 0;
+    int object = index;
+    const int64_t start = NowNs();
+    while (!stop_.load(std::memory_order_relaxed)) {
+      SleepUntilNs(start + static_cast<int64_t>(static_cast<double>(sent) / rate * 1e9));
+      if (stop_.load(std::memory_order_relaxed)) break;
+      const std::string name = ObjectName(object);
+      object = (object + o_.change_threads) % o_.change_objects;
+      const std::string path =
+          absl::StrCat("/api/v1/namespaces/", o_.namespace_, "/configmaps/", name);
+      const int64_t now = NowNs();
+      pending_.Mark(absl::StrCat(o_.namespace_, "/", name), now);
+      const std::string body = absl::StrCat(R"({"data":{"ts":")", now, R"("}})");
+      auto res = http.Patch(path.c_str(), body, "application/merge-patch+json");
+      ++sent;
+      if (res && res->status == 200) {
+        ++counters_.changes;
+      } else {
+        ++counters_.change_errors;
+        errors_.Add(res ? absl::StrCat("PATCH: HTTP ", res->status)
+                        : absl::StrCat("PATCH: ", httplib::to_string(res.error())));
+      }
+    }
+  }
+
+  void Measure() {
+    tracking_ = o_.adders > 0 || o_.change_rate > 0;
+    for (int i = 0; i < std::min(o_.subscribers, 8); ++i) {
+      subscriber_channels_.push_back(NewChannel(o_.target, 3000 + i));
+    }
+    std::vector<std::thread> threads;
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    for (int i = 0; i < o_.workers && !o_.queue.empty(); ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      delivery_.push_back(std::make_unique<Recorder>());
+      threads.emplace_back(&Load::Worker, this, i, contexts.back().get(), delivery_.back().get());
+    }
+    for (int i = 0; i < o_.subscribers; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+      event_.push_back(std::make_unique<Recorder>());
+      threads.emplace_back(&Load::Subscriber, this, i, contexts.back().get(),
+                           event_.back().get());
+    }
+    if (!o_.get_key.empty()) {
+      get_.push_back(std::make_unique<Recorder>());
+      threads.emplace_back(&Load::Getter, this, get_.back().get());
+    }
+    for (int i = 0; i < o_.adders; ++i) threads.emplace_back(&Load::Adder, this, i);
+    for (int i = 0; i < o_.change_threads && o_.change_rate > 0; ++i) {
+      threads.emplace_back(&Load::Changer, this, i);
+    }
+
+    start_ns_ = NowNs();
+    const int64_t end = start_ns_ + absl::ToInt64Nanoseconds(o_.duration);
+    const bool drain = o_.prefill && o_.adders == 0 && o_.change_rate == 0 && o_.workers > 0;
+    int64_t next_report = start_ns_ + 1'000'000'000;
+    uint64_t last_completed = 0;
+    uint64_t last_events = 0;
+    int64_t last_report = start_ns_;
+    while (true) {
+      const int64_t now = NowNs();
+      if (now >= end) break;
+      if (drain && counters_.completed.load() >= prefilled_) break;
+      if (now >= next_report) {
+        const double dt = static_cast<double>(now - last_report) / 1e9;
+        const uint64_t completed = counters_.completed.load();
+        const uint64_t events = counters_.events.load();
+        const LatencyHistogram d = MergeAll(delivery_);
+        const LatencyHistogram e = MergeAll(event_);
+        std::fprintf(stderr,
+                     "\r[%3.0fs] %9.0f keys/s  add→delivery p50 %7.3f ms p99 %7.3f ms  "
+                     "%9.0f events/s  event p99 %7.3f ms  gets %llu   ",
+                     static_cast<double>(now - start_ns_) / 1e9,
+                     static_cast<double>(completed - last_completed) / dt,
+                     d.Percentile(50) / 1e6, d.Percentile(99) / 1e6,
+                     static_cast<double>(events - last_events) / dt, e.Percentile(99) / 1e6,
+                     static_cast<unsigned long long>(counters_.gets.load()));
+        last_completed = completed;
+        last_events = events;
+        last_report = now;
+        next_report += 1'000'000'000;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(drain ? 1 : 20));
+    }
+    end_ns_ = NowNs();
+    completed_at_end_ = counters_.completed.load();
+    events_at_end_ = counters_.events.load();
+    stop_ = true;
+    for (auto& ctx : contexts) ctx->TryCancel();
+    for (std::thread& t : threads) t.join();
+    std::fprintf(stderr, "\n");
+  }
+
+  // -- Report --
+
+  static std::string LatencyJson(const LatencyHistogram& h) {
+    return absl::StrFormat(
+        R"({"count":%d,"p50_us":%.1f,"p90_us":%.1f,"p99_us":%.1f,"max_us":%.1f})", h.count(),
+        h.Percentile(50) / 1e3, h.Percentile(90) / 1e3, h.Percentile(99) / 1e3, h.max() / 1e3);
+  }
+  static std::string LatencyText(const LatencyHistogram& h) {
+    return absl::StrFormat("p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms  (%d samples)",
+                           h.Percentile(50) / 1e6, h.Percentile(90) / 1e6,
+                           h.Percentile(99) / 1e6, h.max() / 1e6, h.count());
+  }
+
+  void PrintSummary() {
+    const double seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
+    const LatencyHistogram delivery = MergeAll(delivery_);
+    const LatencyHistogram event = MergeAll(event_);
+    const LatencyHistogram get = MergeAll(get_);
+    const double keys_per_second = static_cast<double>(completed_at_end_) / seconds;
+    const double events_per_second = static_cast<double>(events_at_end_) / seconds;
+    std::vector<std::string> errors = errors_.List();
+    if (o_.json) {
+      std::vector<std::string> quoted;
+      for (const std::string& e : errors) {
+        std::string q;
+        for (char c : e) {
+          if (c == '"' || c == '\\') q.push_back('\\');
+          if (static_cast<unsigned char>(c) >= 0x20) q.push_back(c);
+        }
+        quoted.push_back(absl::StrCat("\"", q, "\""));
+      }
+      absl::PrintF(
+          "{\"seconds\":%.3f,\"workers\":%d,\"batch\":%d,\"completed\":%llu,"
+          "\"keys_per_second\":%.1f,\"added\":%llu,\"add_errors\":%llu,\"refusals\":%llu,"
+          "\"delivery_latency\":%s,\"subscribers\":%d,\"events\":%llu,\"events_per_second\":%.1f,"
+          "\"event_latency\":%s,\"resnapshots\":%llu,\"gets\":%llu,\"get_errors\":%llu,"
+          "\"get_latency\":%s,\"changes\":%llu,\"change_errors\":%llu,"
+          "\"changes_per_second\":%.1f,\"informer\":\"%s\",\"informer_objects\":%llu,"
+          "\"list_objects\":%llu,\"list_latency\":%s,\"errors\":[%s]}\n",
+          seconds, o_.workers, o_.batch, static_cast<unsigned long long>(completed_at_end_),
+          keys_per_second, static_cast<unsigned long long>(counters_.added.load()),
+          static_cast<unsigned long long>(counters_.add_errors.load()),
+          static_cast<unsigned long long>(counters_.refusals.load()), LatencyJson(delivery),
+          o_.subscribers, static_cast<unsigned long long>(events_at_end_), events_per_second,
+          LatencyJson(event), static_cast<unsigned long long>(counters_.resnapshots.load()),
+          static_cast<unsigned long long>(counters_.gets.load()),
+          static_cast<unsigned long long>(counters_.get_errors.load()), LatencyJson(get),
+          static_cast<unsigned long long>(counters_.changes.load()),
+          static_cast<unsigned long long>(counters_.change_errors.load()),
+          static_cast<double>(counters_.changes.load()) / seconds, o_.informer,
+          static_cast<unsigned long long>(objects_), static_cast<unsigned long long>(listed_),
+          LatencyJson(list_), absl::StrJoin(quoted, ","));
+      return;
+    }
+    std::printf("load: %.2f s against %s\n", seconds, o_.target.c_str());
+    if (!o_.queue.empty()) {
+      std::printf("  queue %s: %d workers, batch %d, in flight %d\n", o_.queue.c_str(), o_.workers,
+                  o_.batch, o_.in_flight);
+      std::printf("  completed     %llu keys, %.0f keys/s (added %llu, %llu add errors, "
+                  "%llu refusals)\n",
+                  static_cast<unsigned long long>(completed_at_end_), keys_per_second,
+                  static_cast<unsigned long long>(counters_.added.load()),
+                  static_cast<unsigned long long>(counters_.add_errors.load()),
+                  static_cast<unsigned long long>(counters_.refusals.load()));
+      if (delivery.count() > 0) std::printf("  add→delivery  %s\n", LatencyText(delivery).c_str());
+    }
+    if (o_.change_rate > 0) {
+      std::printf("  changes       %llu, %.0f/s (%llu errors)\n",
+                  static_cast<unsigned long long>(counters_.changes.load()),
+                  static_cast<double>(counters_.changes.load()) / seconds,
+                  static_cast<unsigned long long>(counters_.change_errors.load()));
+    }
+    if (!o_.informer.empty()) {
+      std::printf("  informer %s: %llu objects\n", o_.informer.c_str(),
+                  static_cast<unsigned long long>(objects_));
+    }
+    if (o_.subscribers > 0) {
+      std::printf("  watch         %d subscribers, %llu events, %.0f events/s (%llu resnapshots)\n",
+                  o_.subscribers, static_cast<unsigned long long>(events_at_end_),
+                  events_per_second, static_cast<unsigned long long>(counters_.resnapshots.load()));
+      if (event.count() > 0) std::printf("  change→event  %s\n", LatencyText(event).c_str());
+    }
+    if (get.count() > 0 || counters_.get_errors.load() > 0) {
+      std::printf("  Get           %llu calls (%llu errors)  %s\n",
+                  static_cast<unsigned long long>(counters_.gets.load()),
+                  static_cast<unsigned long long>(counters_.get_errors.load()),
+                  LatencyText(get).c_str());
+    }
+    if (list_.count() > 0) {
+      std::printf("  List          %llu objects  %s\n", static_cast<unsigned long long>(listed_),
+                  LatencyText(list_).c_str());
+    }
+    for (const std::string& e : errors) std::printf("  error: %s\n", e.c_str());
+  }
+
+  Options o_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::vector<std::shared_ptr<grpc::Channel>> subscriber_channels_;
+  std::atomic<bool> stop_{false};
+  bool tracking_ = false;  // set before the threads start
+  PendingTimes pending_;
+  Counters counters_;
+  Errors errors_;
+  std::vector<std::unique_ptr<Recorder>> delivery_;
+  std::vector<std::unique_ptr<Recorder>> event_;
+  std::vector<std::unique_ptr<Recorder>> get_;
+  LatencyHistogram list_;
+  uint64_t listed_ = 0;
+  uint64_t objects_ = 0;
+  uint64_t prefilled_ = 0;
+  int64_t start_ns_ = 0;
+  int64_t end_ns_ = 0;
+  uint64_t completed_at_end_ = 0;
+  uint64_t events_at_end_ = 0;
+};
+
+}  // namespace
+}  // namespace informerd::bench
+
+int main(int argc, char** argv) {
+  signal(SIGPIPE, SIG_IGN);
+  absl::StatusOr<informerd::bench::Options> options =
+      informerd::bench::ParseOptions(argc, argv);
+  if (!options.ok()) {
+    if (absl::IsCancelled(options.status())) {
+      std::fputs(informerd::bench::kUsage, stdout);
+      return 0;
+    }
+    std::fprintf(stderr, "load: %s\n%s", std::string(options.status().message()).c_str(),
+                 informerd::bench::kUsage);
+    return 2;
+  }
+  return informerd::bench::Load(*std::move(options)).Run();
+}

@@ -3,8 +3,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <new>
 #include <string_view>
+
+#include <malloc.h>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -25,13 +28,24 @@ absl::Status JsonError(absl::string_view field, simdjson::error_code err) {
   return FieldError(field, simdjson::error_message(err));
 }
 
+// Where `value` (decoded) is spelled in the input at `raw` (just after the opening quote), or
+// nullptr when the spelling has escape sequences.
+const char* Unescaped(std::string_view value, const char* raw) {
+  if (raw[value.size()] != '"') return nullptr;
+  if (std::memchr(raw, '\\', value.size()) != nullptr) return nullptr;
+  return raw;
+}
+
 // Reads a string; null leaves `out` empty. Anything else is an error naming `field`.
-absl::Status ReadString(od::value v, std::string_view* out, absl::string_view field) {
+template <typename Str>
+absl::Status ReadString(od::value v, Str* out, absl::string_view field) {
   od::json_type type;
   if (auto err = v.type().get(type)) return JsonError(field, err);
   if (type == od::json_type::null) return absl::OkStatus();
   if (type != od::json_type::string) return FieldError(field, "not a string");
-  if (auto err = v.get_string().get(*out)) return JsonError(field, err);
+  const char* raw = v.raw_json_token().data() + 1;  // peeks: the token starts with '"'
+  if (auto err = v.get_string().get(out->value)) return JsonError(field, err);
+  out->raw = Unescaped(out->value, raw);
   return absl::OkStatus();
 }
 
@@ -51,37 +65,40 @@ std::string_view Trim(const char* begin, const char* end) {
   return std::string_view(begin, end - begin);
 }
 
-// Copies `s` into the buffer at *cursor and returns a view of the copy.
-absl::string_view Place(char** cursor, std::string_view s) {
-  if (s.empty()) return absl::string_view();
-  std::memcpy(*cursor, s.data(), s.size());
-  absl::string_view placed(*cursor, s.size());
-  *cursor += s.size();
-  return placed;
-}
+size_t AlignUp8(size_t n) { return (n + 7) & ~size_t{7}; }
 
-// Allocates the shared_ptr block of an Object with `extra` more bytes after it, and reports
-// where those start: one allocation per Object instead of two.
+// What the allocator of the Object being built is asked for and reports back. Thread-local, so
+// that the allocator is stateless and adds no bytes to the shared_ptr control block.
+struct TrailingRequest {
+  size_t extra = 0;          // bytes wanted after the control block
+  char* trailing = nullptr;  // out: where they start
+  size_t chunk = 0;          // out: malloc's size of the whole allocation
+};
+thread_local TrailingRequest* t_trailing_request = nullptr;
+
+// Allocates the shared_ptr block of an Object with more bytes right after it (see
+// TrailingRequest): one allocation per Object instead of two.
 template <typename T>
 struct TrailingBytesAllocator {
   using value_type = T;
-  size_t extra;
-  char** trailing;
-  TrailingBytesAllocator(size_t e, char** t) : extra(e), trailing(t) {}
+  TrailingBytesAllocator() = default;
   template <typename U>
-  TrailingBytesAllocator(const TrailingBytesAllocator<U>& o)  // NOLINT: rebinding
-      : extra(o.extra), trailing(o.trailing) {}
+  TrailingBytesAllocator(const TrailingBytesAllocator<U>&) {}  // NOLINT: rebinding
   T* allocate(size_t n) {
-    constexpr size_t kAlign = alignof(std::max_align_t);
-    const size_t head = (n * sizeof(T) + kAlign - 1) / kAlign * kAlign;
+    TrailingRequest* request = t_trailing_request;
+    const size_t head = n * sizeof(T);
+    const size_t extra = request != nullptr ? request->extra : 0;
     char* p = static_cast<char*>(::operator new(head + extra));
-    if (trailing != nullptr) *trailing = p + head;
+    if (request != nullptr) {
+      request->trailing = p + head;
+      request->chunk = malloc_usable_size(p) + sizeof(size_t);  // glibc's chunk header
+    }
     return reinterpret_cast<T*>(p);
   }
   void deallocate(T* p, size_t) { ::operator delete(p); }
   template <typename U>
-  bool operator==(const TrailingBytesAllocator<U>& o) const {
-    return extra == o.extra;
+  bool operator==(const TrailingBytesAllocator<U>&) const {
+    return true;
   }
 };
 
@@ -161,18 +178,28 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
         return FieldError(what, "not an object");
       }
       for (auto entry : map) {
-        std::string_view k, val;
+        Str k, val;
+        od::raw_json_string raw_key;
         od::value ev;
-        if (auto err = entry.unescaped_key().get(k)) return JsonError(what, err);
+        if (auto err = entry.key().get(raw_key)) return JsonError(what, err);
+        if (auto err = entry.unescaped_key().get(k.value)) return JsonError(what, err);
         if (auto err = entry.value().get(ev)) return JsonError(what, err);
-        if (ev.get_string().get(val)) {
-          return FieldError(absl::StrCat(what, "[\"", absl::string_view(k.data(), k.size()), "\"]"),
+        od::json_type type;
+        if (ev.type().get(type) || type != od::json_type::string) {
+          return FieldError(absl::StrCat(what, "[\"", absl::string_view(k.value.data(), k.value.size()), "\"]"),
+                            "not a string");
+        }
+        const char* raw_value = ev.raw_json_token().data() + 1;
+        if (ev.get_string().get(val.value)) {
+          return FieldError(absl::StrCat(what, "[\"", absl::string_view(k.value.data(), k.value.size()), "\"]"),
                             "not a string");
         }
         if (labels) {
+          k.raw = Unescaped(k.value, raw_key.raw());
+          val.raw = Unescaped(val.value, raw_value);
           labels_.emplace_back(k, val);
-        } else if (k == "k8s.io/initial-events-end") {
-          fields_.initial_events_end = val == "true";
+        } else if (k.value == "k8s.io/initial-events-end") {
+          fields_.initial_events_end = val.value == "true";
         }
       }
     } else if (key.unsafe_is_equal("ownerReferences")) {
@@ -233,24 +260,27 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     return FieldError("object", "could not delimit the object's bytes");
   }
 
-  const bool inject = fields_.kind.empty() && !options.default_kind.empty();
-  if (inject) {
-    fields_.kind = std::string_view(options.default_kind.data(), options.default_kind.size());
-    fields_.api_version =
-        std::string_view(options.default_api_version.data(), options.default_api_version.size());
-  }
+  const bool inject = fields_.kind.value.empty() && !options.default_kind.empty();
   if (labels_.size() > 1 &&
       !std::is_sorted(labels_.begin(), labels_.end(),
-                      [](const auto& a, const auto& b) { return a.first < b.first; })) {
+                      [](const auto& a, const auto& b) { return a.first.value < b.first.value; })) {
     std::sort(labels_.begin(), labels_.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
+              [](const auto& a, const auto& b) { return a.first.value < b.first.value; });
   }
 
-  // The JSON bytes, with kind/apiVersion prepended for list items.
+  // The JSON bytes: `prefix` (kind/apiVersion prepended for list items) then `body`.
   std::string prefix;
   if (inject) {
-    prefix = absl::StrCat("{\"kind\":\"", options.default_kind, "\",\"apiVersion\":\"",
+    constexpr absl::string_view kKindOpen = "{\"kind\":\"";
+    constexpr absl::string_view kApiVersionOpen = "\",\"apiVersion\":\"";
+    prefix = absl::StrCat(kKindOpen, options.default_kind, kApiVersionOpen,
                           options.default_api_version, "\"");
+    fields_.kind = Str{std::string_view(options.default_kind.data(), options.default_kind.size()),
+                       prefix.data() + kKindOpen.size()};
+    fields_.api_version =
+        Str{std::string_view(options.default_api_version.data(),
+                             options.default_api_version.size()),
+            prefix.data() + kKindOpen.size() + options.default_kind.size() + kApiVersionOpen.size()};
     // "{}" gets no comma; anything else continues after the opening brace.
     std::string_view body = Trim(raw.data() + 1, raw.data() + raw.size() - 1);
     size_t i = 0;
@@ -258,81 +288,148 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     prefix += (i == body.size()) ? "" : ",";
     raw.remove_prefix(1);  // the opening brace is part of the prefix
   }
-
-  // Sizes of the parts of the one allocation (see Object::storage_).
-  const bool namespaced = !fields_.namespace_name.empty();
-  size_t strings = fields_.api_version.size() + fields_.kind.size() + fields_.name.size() +
-                   2 * fields_.namespace_name.size() + 1 + fields_.uid.size() +
-                   fields_.resource_version.size() + fields_.deletion_timestamp.size() +
-                   fields_.name.size();
-  for (const auto& [k, v] : labels_) strings += k.size() + v.size();
-  for (const Owner& o : owners_) {
-    strings += o.api_version.size() + o.kind.size() + o.name.size() + o.uid.size();
-  }
-  static_assert(alignof(Object::Label) <= alignof(std::max_align_t));
-  static_assert(sizeof(Object::Label) % alignof(OwnerReference) == 0);
-  const size_t labels_bytes = labels_.size() * sizeof(Object::Label);
-  const size_t owners_bytes = owners_.size() * sizeof(OwnerReference);
-  const size_t json_max = prefix.size() + raw.size();
-  char* base = nullptr;
-  auto object = std::allocate_shared<Object>(
-      TrailingBytesAllocator<Object>(
-          labels_bytes + owners_bytes + json_max + Object::kPadding + strings, &base),
-      Object::ConstructionKey());
-  char* const json = base + labels_bytes + owners_bytes;
-  std::memcpy(json, prefix.data(), prefix.size());
-  size_t json_len = prefix.size();
+  std::string_view body = raw;
   if (options.compact) {
+    compacted_.resize(raw.size());
     size_t out_len = 0;
-    if (auto err = simdjson::minify(raw.data(), raw.size(), json + json_len, out_len)) {
+    if (auto err = simdjson::minify(raw.data(), raw.size(), compacted_.data(), out_len)) {
       return JsonError("object", err);
     }
-    json_len += out_len;
-  } else {
-    std::memcpy(json + json_len, raw.data(), raw.size());
-    json_len += raw.size();
+    body = std::string_view(compacted_.data(), out_len);
   }
-  object->json_ = absl::string_view(json, json_len);
-  // The padding bytes are read by simdjson but never used: zero them to keep them defined.
-  std::memset(json + json_len, 0, json_max - json_len + Object::kPadding);
+  // Minifying only removes whitespace: when it removed none, the bytes are the same.
+  const bool body_is_raw = body.size() == raw.size();
 
-  char* cursor = json + json_max + Object::kPadding;
-  object->api_version_ = Place(&cursor, fields_.api_version);
-  object->kind_ = Place(&cursor, fields_.kind);
-  object->namespace_ = Place(&cursor, fields_.namespace_name);
-  object->name_ = Place(&cursor, fields_.name);
-  object->uid_ = Place(&cursor, fields_.uid);
-  object->resource_version_ = Place(&cursor, fields_.resource_version);
-  object->deletion_timestamp_ = Place(&cursor, fields_.deletion_timestamp);
+  const size_t json_size = prefix.size() + body.size();
+  // Where the stored JSON spells `s`, or npos (then `s` gets a decoded copy).
+  auto locate = [&](const Str& s) -> size_t {
+    if (s.raw == nullptr) return std::string_view::npos;
+    if (s.raw >= prefix.data() && s.raw + s.value.size() <= prefix.data() + prefix.size()) {
+      return s.raw - prefix.data();
+    }
+    if (body_is_raw && s.raw >= raw.data() && s.raw + s.value.size() <= raw.data() + raw.size()) {
+      return prefix.size() + (s.raw - raw.data());
+    }
+    return std::string_view::npos;
+  };
+  size_t copies = 0;
+  auto count = [&](const Str& s) {
+    if (!s.value.empty() && locate(s) == std::string_view::npos) copies += s.value.size();
+  };
+
+  // Bounds of the compact form (see Object).
+  constexpr size_t kMax16 = std::numeric_limits<uint16_t>::max();
+  const Str* fields[Object::kFieldCount] = {};
+  fields[Object::kApiVersion] = &fields_.api_version;
+  fields[Object::kKind] = &fields_.kind;
+  fields[Object::kUid] = &fields_.uid;
+  fields[Object::kResourceVersion] = &fields_.resource_version;
+  fields[Object::kDeletionTimestamp] = &fields_.deletion_timestamp;
+  for (const Str* f : fields) {
+    if (f->value.size() > kMax16) return FieldError("object", "a metadata string is longer than 65535 bytes");
+    count(*f);
+  }
+  const bool namespaced = !fields_.namespace_name.value.empty();
+  const size_t key_size =
+      namespaced ? fields_.namespace_name.value.size() + 1 + fields_.name.value.size()
+                 : fields_.name.value.size();
+  if (key_size > kMax16) return FieldError("metadata.name", "the key is longer than 65535 bytes");
+  if (labels_.size() > kMax16) return FieldError("metadata.labels", "more than 65535 labels");
+  if (owners_.size() > kMax16) {
+    return FieldError("metadata.ownerReferences", "more than 65535 owner references");
+  }
+  for (const auto& [k, v] : labels_) {
+    count(k);
+    count(v);
+  }
+  for (const Owner& o : owners_) {
+    count(o.api_version);
+    count(o.kind);
+    count(o.name);
+    count(o.uid);
+  }
+
+  // The bytes after the Object (see Object's layout).
+  static_assert(alignof(Object::Label) <= 8 && alignof(OwnerReference) <= 8);
+  static_assert(sizeof(Object::Label) % alignof(OwnerReference) == 0);
+  static_assert(sizeof(Object) % 8 == 0 && alignof(Object) == 8);
+  const size_t labels_offset = AlignUp8(json_size);
+  const size_t owners_offset = labels_offset + labels_.size() * sizeof(Object::Label);
+  const size_t key_offset = owners_offset + owners_.size() * sizeof(OwnerReference);
+  const size_t copies_offset = key_offset + key_size;
+  const size_t used = copies_offset + copies;
+  const size_t total = std::max(used, json_size + Object::kPadding);
+  if (total > std::numeric_limits<uint32_t>::max()) {
+    return FieldError("object", "4 GiB or larger");
+  }
+
+  TrailingRequest request{.extra = total};
+  t_trailing_request = &request;
+  auto object = std::allocate_shared<Object>(TrailingBytesAllocator<Object>(),
+                                             Object::ConstructionKey());
+  t_trailing_request = nullptr;
+  char* const data = request.trailing;
+  if (data != reinterpret_cast<char*>(object.get() + 1)) {
+    // The standard library does not put the Object last in its control block.
+    return absl::InternalError("Object: unexpected shared_ptr control block layout");
+  }
+  object->allocated_bytes_ = static_cast<uint32_t>(
+      std::min<size_t>(request.chunk, std::numeric_limits<uint32_t>::max()));
+  if (!prefix.empty()) std::memcpy(data, prefix.data(), prefix.size());
+  std::memcpy(data + prefix.size(), body.data(), body.size());  // body holds at least "}"
+  object->json_size_ = static_cast<uint32_t>(json_size);
+  // Everything after the json is read by simdjson as padding: keep every byte of it defined.
+  std::memset(data + json_size, 0, total - json_size);
+
+  char* cursor = data + copies_offset;
+  // The view of `s` in the allocation: into the json, or a copy at the cursor.
+  auto place = [&](const Str& s) -> absl::string_view {
+    if (s.value.empty()) return absl::string_view();
+    const size_t at = locate(s);
+    if (at != std::string_view::npos) return absl::string_view(data + at, s.value.size());
+    std::memcpy(cursor, s.value.data(), s.value.size());
+    absl::string_view placed(cursor, s.value.size());
+    cursor += s.value.size();
+    return placed;
+  };
+  for (int f = 0; f < Object::kFieldCount; ++f) {
+    absl::string_view placed = place(*fields[f]);
+    object->offsets_[f] = placed.empty() ? 0 : static_cast<uint32_t>(placed.data() - data);
+    object->sizes_[f] = static_cast<uint16_t>(placed.size());
+  }
   object->generation_ = fields_.generation;
   {
-    char* key_begin = cursor;
+    char* key = data + key_offset;
     if (namespaced) {
-      Place(&cursor, fields_.namespace_name);
-      *cursor++ = '/';
+      std::memcpy(key, fields_.namespace_name.value.data(), fields_.namespace_name.value.size());
+      key += fields_.namespace_name.value.size();
+      *key++ = '/';
     }
-    Place(&cursor, fields_.name);
-    object->key_ = absl::string_view(key_begin, cursor - key_begin);
+    if (!fields_.name.value.empty()) {
+      std::memcpy(key, fields_.name.value.data(), fields_.name.value.size());
+    }
+    object->key_size_ = static_cast<uint16_t>(key_size);
+    object->namespace_size_ = static_cast<uint16_t>(fields_.namespace_name.value.size());
   }
-  auto* labels = reinterpret_cast<Object::Label*>(base);
+  auto* labels = reinterpret_cast<Object::Label*>(data + labels_offset);
   for (size_t i = 0; i < labels_.size(); ++i) {
-    absl::string_view k = Place(&cursor, labels_[i].first);
-    absl::string_view v = Place(&cursor, labels_[i].second);
+    absl::string_view k = place(labels_[i].first);
+    absl::string_view v = place(labels_[i].second);
     new (&labels[i]) Object::Label{k, v};
   }
-  object->labels_ = absl::Span<const Object::Label>(labels, labels_.size());
-  auto* owners = reinterpret_cast<OwnerReference*>(base + labels_bytes);
+  object->label_count_ = static_cast<uint16_t>(labels_.size());
+  auto* owners = reinterpret_cast<OwnerReference*>(data + owners_offset);
   for (size_t i = 0; i < owners_.size(); ++i) {
     const Owner& o = owners_[i];
     OwnerReference* ref = new (&owners[i]) OwnerReference();
-    ref->api_version = Place(&cursor, o.api_version);
-    ref->kind = Place(&cursor, o.kind);
-    ref->name = Place(&cursor, o.name);
-    ref->uid = Place(&cursor, o.uid);
+    ref->api_version = place(o.api_version);
+    ref->kind = place(o.kind);
+    ref->name = place(o.name);
+    ref->uid = place(o.uid);
     ref->controller = o.controller;
     ref->block_owner_deletion = o.block_owner_deletion;
   }
-  object->owner_references_ = absl::Span<const OwnerReference>(owners, owners_.size());
+  object->owner_count_ = static_cast<uint16_t>(owners_.size());
   if (initial_events_end != nullptr) *initial_events_end = fields_.initial_events_end;
   return std::shared_ptr<const Object>(std::move(object));
 }
@@ -357,15 +454,15 @@ absl::StatusOr<std::shared_ptr<const Object>> Object::Parse(absl::string_view js
 }
 
 std::optional<absl::string_view> Object::label(absl::string_view key) const {
-  // labels_ is sorted by key.
-  auto it = std::lower_bound(labels_.begin(), labels_.end(), key,
+  // labels() is sorted by key.
+  auto it = std::lower_bound(labels().begin(), labels().end(), key,
                              [](const Label& l, absl::string_view k) { return l.key < k; });
-  if (it == labels_.end() || it->key != key) return std::nullopt;
+  if (it == labels().end() || it->key != key) return std::nullopt;
   return it->value;
 }
 
 const OwnerReference* Object::controller_ref() const {
-  for (const OwnerReference& ref : owner_references_) {
+  for (const OwnerReference& ref : owner_references()) {
     if (ref.controller) return &ref;
   }
   return nullptr;

@@ -51,38 +51,54 @@ class Object {
 
   // Parses a JSON object (any formatting); the stored bytes are compacted. Fails with
   // InvalidArgument when `json` is not one valid JSON object or a metadata field has the wrong
-  // type (e.g. "metadata.labels.app: not a string").
+  // type (e.g. "metadata.labels.app: not a string"), and when the object is out of the bounds
+  // the compact form assumes (JSON of 4 GiB or more; a metadata string or the key longer than
+  // 65535 bytes; more than 65535 labels or owner references: far beyond Kubernetes' limits).
   static absl::StatusOr<std::shared_ptr<const Object>> Parse(absl::string_view json);
 
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
 
   // The compact JSON of the whole object.
-  absl::string_view json() const { return json_; }
+  absl::string_view json() const { return absl::string_view(data(), json_size_); }
 
-  absl::string_view api_version() const { return api_version_; }
-  absl::string_view kind() const { return kind_; }
+  absl::string_view api_version() const { return View(kApiVersion); }
+  absl::string_view kind() const { return View(kKind); }
   // metadata.namespace: "" for cluster-scoped objects.
-  absl::string_view namespace_name() const { return namespace_; }
-  absl::string_view name() const { return name_; }
-  absl::string_view uid() const { return uid_; }
+  absl::string_view namespace_name() const { return key().substr(0, namespace_size_); }
+  absl::string_view name() const {
+    return namespace_size_ == 0 ? key() : key().substr(namespace_size_ + 1);
+  }
+  absl::string_view uid() const { return View(kUid); }
   // Opaque: compare for equality only.
-  absl::string_view resource_version() const { return resource_version_; }
+  absl::string_view resource_version() const { return View(kResourceVersion); }
   // metadata.generation, 0 when absent.
   int64_t generation() const { return generation_; }
   // metadata.deletionTimestamp (RFC 3339), "" when the object is not being deleted.
-  absl::string_view deletion_timestamp() const { return deletion_timestamp_; }
+  absl::string_view deletion_timestamp() const { return View(kDeletionTimestamp); }
   // "namespace/name", or "name" for cluster-scoped objects (client-go's MetaNamespaceKeyFunc).
-  absl::string_view key() const { return key_; }
+  absl::string_view key() const { return absl::string_view(data() + KeyOffset(), key_size_); }
 
   // metadata.labels, sorted by key.
-  absl::Span<const Label> labels() const { return labels_; }
+  absl::Span<const Label> labels() const {
+    return absl::Span<const Label>(reinterpret_cast<const Label*>(data() + LabelsOffset()),
+                                   label_count_);
+  }
   // The value of label `key`, if set.
   std::optional<absl::string_view> label(absl::string_view key) const;
 
-  absl::Span<const OwnerReference> owner_references() const { return owner_references_; }
+  absl::Span<const OwnerReference> owner_references() const {
+    return absl::Span<const OwnerReference>(
+        reinterpret_cast<const OwnerReference*>(data() + LabelsOffset() +
+                                                label_count_ * sizeof(Label)),
+        owner_count_);
+  }
   // The owner reference with controller=true, or nullptr.
   const OwnerReference* controller_ref() const;
+
+  // Heap bytes of the one allocation that holds this Object, its shared_ptr control block and
+  // every byte its views point into, as malloc accounts them (chunk size, header included).
+  size_t allocated_bytes() const { return allocated_bytes_; }
 
  private:
   friend class ObjectParser;
@@ -95,23 +111,34 @@ class Object {
   explicit Object(ConstructionKey) {}
 
  private:
-  // Every byte the views below point into lives right after this Object, in the allocation
-  // that holds it and its shared_ptr control block (ObjectParser allocates them together):
-  //   [Label x labels][OwnerReference x owners][json][kPadding bytes][metadata strings and key]
-  // Never modified after construction.
+  // Metadata strings held as (offset, size) into data().
+  enum Field { kApiVersion, kKind, kUid, kResourceVersion, kDeletionTimestamp, kFieldCount };
 
-  absl::string_view json_;
-  absl::string_view api_version_;
-  absl::string_view kind_;
-  absl::string_view namespace_;
-  absl::string_view name_;
-  absl::string_view uid_;
-  absl::string_view resource_version_;
-  absl::string_view deletion_timestamp_;
-  absl::string_view key_;
+  // Every byte the accessors point into lives right after this Object, in the allocation that
+  // holds it and its shared_ptr control block (ObjectParser allocates them together):
+  //   [json][0-7 zero bytes][Label x label_count_][OwnerReference x owner_count_][key]
+  //   [decoded copies of escaped strings][zero bytes up to kPadding after the json]
+  // Metadata strings without escape sequences (the usual case) point into the json bytes; so
+  // the metadata, key and arrays after the json usually serve as its padding too.
+  // Never modified after construction.
+  const char* data() const { return reinterpret_cast<const char*>(this + 1); }
+  size_t LabelsOffset() const { return (size_t{json_size_} + 7) & ~size_t{7}; }
+  size_t KeyOffset() const {
+    return LabelsOffset() + label_count_ * sizeof(Label) + owner_count_ * sizeof(OwnerReference);
+  }
+  absl::string_view View(Field f) const {
+    return absl::string_view(data() + offsets_[f], sizes_[f]);
+  }
+
   int64_t generation_ = 0;
-  absl::Span<const Label> labels_;
-  absl::Span<const OwnerReference> owner_references_;
+  uint32_t json_size_ = 0;
+  uint32_t allocated_bytes_ = 0;
+  uint32_t offsets_[kFieldCount] = {};
+  uint16_t sizes_[kFieldCount] = {};
+  uint16_t key_size_ = 0;
+  uint16_t namespace_size_ = 0;  // the key's "namespace" part; 0 when cluster-scoped
+  uint16_t label_count_ = 0;
+  uint16_t owner_count_ = 0;
 };
 
 }  // namespace informerd::client

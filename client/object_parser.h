@@ -46,15 +46,20 @@ class ObjectParser {
                                                       bool* initial_events_end = nullptr);
 
  private:
+  // A string as read: its decoded value (a view into the simdjson parser's string buffer, valid
+  // until its next document) and, when the JSON spells it without escape sequences, where its
+  // bytes are in the input (so the Object can point into its own copy of the JSON).
+  struct Str {
+    std::string_view value;
+    const char* raw = nullptr;
+  };
   struct Owner {
-    std::string_view api_version, kind, name, uid;
+    Str api_version, kind, name, uid;
     bool controller = false;
     bool block_owner_deletion = false;
   };
-  // Views into the simdjson parser's string buffer, valid until its next document.
   struct Fields {
-    std::string_view api_version, kind, name, namespace_name, uid, resource_version,
-        deletion_timestamp;
+    Str api_version, kind, name, namespace_name, uid, resource_version, deletion_timestamp;
     int64_t generation = 0;
     bool initial_events_end = false;
   };
@@ -62,8 +67,9 @@ class ObjectParser {
   absl::Status ReadOwner(simdjson::ondemand::value value, Owner* owner);
 
   Fields fields_;
-  std::vector<std::pair<std::string_view, std::string_view>> labels_;
+  std::vector<std::pair<Str, Str>> labels_;
   std::vector<Owner> owners_;
+  std::string compacted_;  // scratch: the minified bytes when options.compact
 };
 
 }  // namespace informerd::client

@@ -78,6 +78,33 @@ TEST(ObjectTest, UnescapesMetadataStrings) {
   EXPECT_THAT((*cm)->label("q\"k"), Optional(absl::string_view("line\nnext")));
 }
 
+TEST(ObjectTest, UnescapedMetadataStringsPointIntoTheJsonBytes) {
+  auto pod = Object::Parse(
+      R"({"kind":"Pod","apiVersion":"v1","metadata":{"name":"web","namespace":"ns","uid":"u1",)"
+      R"("resourceVersion":"7","deletionTimestamp":"2024-01-01T00:00:00Z","labels":{"app":"w",)"
+      R"("t\u0041":"x"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet",)"
+      R"("name":"web-1","uid":"u0","controller":true}]}})");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  const Object& o = **pod;
+  auto in_json = [&](absl::string_view s) {
+    return s.data() >= o.json().data() && s.data() + s.size() <= o.json().data() + o.json().size();
+  };
+  for (absl::string_view s : {o.kind(), o.api_version(), o.uid(), o.resource_version(),
+                              o.deletion_timestamp(), o.controller_ref()->name}) {
+    EXPECT_TRUE(in_json(s)) << s;
+  }
+  EXPECT_EQ(o.key(), "ns/web");
+  EXPECT_EQ(o.namespace_name(), "ns");
+  EXPECT_EQ(o.name(), "web");
+  EXPECT_THAT(o.label("app"), Optional(absl::string_view("w")));
+  EXPECT_TRUE(in_json(*o.label("app")));
+  // An escaped key gets a decoded copy, outside the json.
+  ASSERT_EQ(o.labels().size(), 2u);
+  EXPECT_EQ(o.labels()[1].key, "tA");
+  EXPECT_FALSE(in_json(o.labels()[1].key));
+  EXPECT_GE(o.allocated_bytes(), o.json().size() + Object::kPadding + sizeof(Object));
+}
+
 TEST(ObjectTest, NullMetadataFieldsAreAbsent) {
   auto cm = Object::Parse(
       R"({"metadata":{"name":"a","labels":null,"ownerReferences":null,"deletionTimestamp":null,"generation":null}})");

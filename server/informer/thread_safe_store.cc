@@ -10,26 +10,12 @@ namespace {
 
 // glibc malloc's per-chunk header, counted once per allocation.
 constexpr size_t kMallocOverhead = 16;
-// make_shared's control block header (two counts and a vtable pointer) ahead of the Object.
-constexpr size_t kControlBlock = 16;
 
 }  // namespace
 
 size_t ApproximateObjectBytes(const client::Object& object) {
-  size_t strings = object.api_version().size() + object.kind().size() +
-                   2 * object.namespace_name().size() + 1 + 2 * object.name().size() +
-                   object.uid().size() + object.resource_version().size() +
-                   object.deletion_timestamp().size();
-  for (const client::Object::Label& label : object.labels()) {
-    strings += label.key.size() + label.value.size();
-  }
-  for (const client::OwnerReference& ref : object.owner_references()) {
-    strings += ref.api_version.size() + ref.kind.size() + ref.name.size() + ref.uid.size();
-  }
-  const size_t storage = object.labels().size() * sizeof(client::Object::Label) +
-                         object.owner_references().size() * sizeof(client::OwnerReference) +
-                         object.json().size() + client::Object::kPadding + strings;
-  return kControlBlock + sizeof(client::Object) + kMallocOverhead + storage + kMallocOverhead;
+  // The Object, its control block and all its bytes are one allocation.
+  return object.allocated_bytes();
 }
 
 // ---- ValueList ----
@@ -66,7 +52,22 @@ ThreadSafeStore::~ThreadSafeStore() = default;
 ThreadSafeStore::SlotId ThreadSafeStore::FindLocked(absl::string_view key) const {
   auto it = keys_.find(HashedKey{key, Hash32(key)});
   if (it == keys_.end()) return ~SlotId{0};
-  return static_cast<SlotId>(*it);
+  return *it;
+}
+
+ThreadSafeStore::SlotId ThreadSafeStore::NewSlotLocked() {
+  if (free_count_ > 0) {
+    const SlotId id = free_head_;
+    free_head_ = slots_[id].next_free;
+    --free_count_;
+    slots_[id].epoch = 0;
+    return id;
+  }
+  if (slots_.size() == slots_.capacity()) {
+    slots_.reserve(slots_.capacity() + std::max<size_t>(slots_.capacity() / 8, 64));
+  }
+  slots_.emplace_back();
+  return static_cast<SlotId>(slots_.size() - 1);
 }
 
 ObjectPtr ThreadSafeStore::UpdateLocked(ObjectPtr object, uint32_t epoch) {
@@ -74,7 +75,7 @@ ObjectPtr ThreadSafeStore::UpdateLocked(ObjectPtr object, uint32_t epoch) {
   const HashedKey hashed{key, Hash32(key)};
   auto it = keys_.find(hashed);
   if (it != keys_.end()) {
-    const SlotId id = static_cast<SlotId>(*it);
+    const SlotId id = *it;
     Slot& slot = slots_[id];
     slot.epoch = epoch;
     if (slot.object == object) return slot.object;  // the very object: nothing changes
@@ -85,20 +86,12 @@ ObjectPtr ThreadSafeStore::UpdateLocked(ObjectPtr object, uint32_t epoch) {
     std::swap(slot.object, object);
     return object;
   }
-  SlotId id;
-  if (free_count_ > 0) {
-    id = free_head_;
-    free_head_ = slots_[id].next_free;
-    --free_count_;
-  } else {
-    id = static_cast<SlotId>(slots_.size());
-    slots_.emplace_back();
-  }
+  const SlotId id = NewSlotLocked();
   Slot& slot = slots_[id];
   slot.object = std::move(object);
   slot.hash32 = hashed.hash32;
   slot.epoch = epoch;
-  keys_.insert((static_cast<uint64_t>(hashed.hash32) << 32) | id);
+  keys_.insert(id);
   object_bytes_ += ApproximateObjectBytes(*slot.object);
   ReindexLocked(id, nullptr, slot.object.get());
   return nullptr;
@@ -107,7 +100,7 @@ ObjectPtr ThreadSafeStore::UpdateLocked(ObjectPtr object, uint32_t epoch) {
 ObjectPtr ThreadSafeStore::RemoveSlotLocked(SlotId id) {
   Slot& slot = slots_[id];
   ReindexLocked(id, slot.object.get(), nullptr);
-  keys_.erase((static_cast<uint64_t>(slot.hash32) << 32) | id);
+  keys_.erase(id);  // before the slot is freed: the key index reads its hash32
   object_bytes_ -= ApproximateObjectBytes(*slot.object);
   ObjectPtr removed = std::move(slot.object);
   slot.object = nullptr;
@@ -382,7 +375,7 @@ MemoryUsage ThreadSafeStore::memory() const {
   usage.objects = keys_.size();
   size_t bytes = object_bytes_;
   bytes += slots_.capacity() * sizeof(Slot);
-  bytes += keys_.capacity() * (sizeof(KeyEntry) + 1);
+  bytes += keys_.capacity() * (sizeof(SlotId) + 1);
   for (const IndexData& index : indexes_) {
     using Value = std::pair<const std::string, absl::flat_hash_set<SlotId>>;
     bytes += index.values.capacity() * (sizeof(Value) + 1);

@@ -78,8 +78,8 @@ struct MemoryUsage {
   size_t bytes = 0;
 };
 
-// Heap bytes held by one Object: its single allocation, the object itself and the shared_ptr
-// control block.
+// Heap bytes held by one Object: its single allocation, which holds the object itself, the
+// shared_ptr control block and every byte the object's views point into.
 size_t ApproximateObjectBytes(const client::Object& object);
 
 class ThreadSafeStore {
@@ -139,13 +139,14 @@ class ThreadSafeStore {
   struct Slot {
     ObjectPtr object;     // null: free
     uint32_t hash32 = 0;  // Hash32(key)
-    uint32_t epoch = 0;   // Replace's mark
-    SlotId next_free = 0;
+    union {
+      uint32_t epoch = 0;  // live: Replace's mark
+      SlotId next_free;    // free: the next free slot
+    };
   };
 
-  // The key index holds, per live slot, its 32 hash bits and its id, so that it rehashes and
-  // erases without reading keys (as in server/workqueue/queue.h).
-  using KeyEntry = uint64_t;
+  // The key index holds the ids of the live slots; it hashes them by the slot's hash32, so that
+  // it rehashes and erases without reading keys (as in server/workqueue/queue.h).
   struct HashedKey {
     absl::string_view key;
     uint32_t hash32;
@@ -155,21 +156,22 @@ class ThreadSafeStore {
   }
   struct KeyHash {
     using is_transparent = void;
+    const std::vector<Slot>* slots;
     static size_t Spread(uint32_t h) {
       return (static_cast<uint64_t>(h) * 0x9e3779b97f4a7c15ull) ^ h;
     }
-    size_t operator()(KeyEntry e) const { return Spread(static_cast<uint32_t>(e >> 32)); }
+    size_t operator()(SlotId id) const { return Spread((*slots)[id].hash32); }
     size_t operator()(const HashedKey& k) const { return Spread(k.hash32); }
   };
   struct KeyEq {
     using is_transparent = void;
     const std::vector<Slot>* slots;
-    bool operator()(KeyEntry a, KeyEntry b) const { return a == b; }
-    bool operator()(KeyEntry a, const HashedKey& b) const {
-      return static_cast<uint32_t>(a >> 32) == b.hash32 &&
-             (*slots)[static_cast<SlotId>(a)].object->key() == b.key;
+    bool operator()(SlotId a, SlotId b) const { return a == b; }
+    bool operator()(SlotId a, const HashedKey& b) const {
+      const Slot& slot = (*slots)[a];
+      return slot.hash32 == b.hash32 && slot.object->key() == b.key;
     }
-    bool operator()(const HashedKey& a, KeyEntry b) const { return (*this)(b, a); }
+    bool operator()(const HashedKey& a, SlotId b) const { return (*this)(b, a); }
   };
 
   // One index: value -> slots holding an object with that value.
@@ -195,6 +197,8 @@ class ThreadSafeStore {
   ThreadSafeStore() = default;
 
   SlotId FindLocked(absl::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A free slot: a reused one, or a new one at the end.
+  SlotId NewSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `object` (keyed by its key); returns the previous object. Sets the slot's epoch.
   ObjectPtr UpdateLocked(ObjectPtr object, uint32_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   ObjectPtr RemoveSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -213,12 +217,15 @@ class ThreadSafeStore {
                                                            absl::string_view value);
 
   mutable Mutex mu_;
-  // Slot storage; a slot is live iff its object is set, and then the key index holds it.
+  // Slot storage; a slot is live iff its object is set, and then the key index holds it. Grows
+  // by an eighth (NewSlotLocked), not by doubling: a slot is a quarter of a small object's
+  // overhead.
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   SlotId free_head_ ABSL_GUARDED_BY(mu_) = 0;  // valid when free_count_ > 0
   size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::flat_hash_set<KeyEntry, KeyHash, KeyEq> keys_ ABSL_GUARDED_BY(mu_){
-      0, KeyHash{}, KeyEq{&slots_}};
+  // REQUIRES for every id in keys_: slots_[id] is live (the hash functors read it).
+  absl::flat_hash_set<SlotId, KeyHash, KeyEq> keys_ ABSL_GUARDED_BY(mu_){
+      0, KeyHash{&slots_}, KeyEq{&slots_}};
   // indexes_[0] is the namespace index.
   std::vector<IndexData> indexes_ ABSL_GUARDED_BY(mu_);
   std::string resource_version_ ABSL_GUARDED_BY(mu_);

@@ -369,7 +369,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(const GroupVersionRes
                       .headers = auth->headers,
                       .idle_timeout = options.idle_timeout,
                       .client_cert_pem = auth->client_cert_pem,
-                      .client_key_pem = auth->client_key_pem};
+                      .client_key_pem = auth->client_key_pem,
+                      .accept_compressed = false};
   Credentials* credentials = credentials_.get();
   const uint64_t generation = auth->generation;
   const uint64_t id = transport_->Start(

@@ -192,6 +192,34 @@ TEST_F(KubeTest, StreamingListSendsInitialEventsThenTheEndBookmark) {
   EXPECT_THAT(rec.WaitFor(2), ElementsAre("ADDED only", "BOOKMARK end"));
 }
 
+// kube-apiserver gzips watch streams for clients that offer it, and Debian's libcurl fails
+// mid-stream decoding them (CURLE_WRITE_ERROR): watches must not offer gzip. Twenty labelled
+// ConfigMaps are enough to reproduce it.
+TEST_F(KubeTest, AStreamingListOfManyObjectsArrivesWhole) {
+  const std::string ns = "informerd-streaming-many";
+  ASSERT_TRUE(client_->Create(kNamespaces, "",
+                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                                           ns, "\"}}"))
+                  .ok());
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(client_
+                    ->Create(kConfigMaps, ns,
+                             absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings-)",
+                                          i, R"(","labels":{"app":"demo","shard":")", i % 4,
+                                          R"("}},"data":{"index":")", i, R"(","greeting":"hello"}})"))
+                    .ok());
+  }
+  Recorder rec;
+  // A long timeoutSeconds, as informers use (with a short one the failure did not show).
+  auto watch = client_->Watch(
+      kConfigMaps, {.namespace_name = ns, .timeout_seconds = 300, .send_initial_events = true},
+      rec.Handler());
+  ASSERT_TRUE(watch.ok());
+  std::vector<std::string> got = rec.WaitFor(21);
+  ASSERT_EQ(got.size(), 21u) << rec.WaitClosed();
+  EXPECT_EQ(got.back(), "BOOKMARK end");
+}
+
 TEST_F(KubeTest, WatchEndsCleanlyAtTimeoutSeconds) {
   Recorder rec;
   auto watch = client_->Watch(kConfigMaps,

@@ -417,7 +417,9 @@ void Transport::Launch(Call* call) {
       curl_easy_setopt(e, CURLOPT_TIMEOUT_MS,
                        static_cast<long>(std::max<int64_t>(1, absl::ToInt64Milliseconds(r.timeout))));
     }
-    if (!options_.disable_compression) curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING, "");
+    // nullptr also clears what an earlier request on a reused handle asked for.
+    curl_easy_setopt(e, CURLOPT_ACCEPT_ENCODING,
+                     !options_.disable_compression && r.accept_compressed ? "" : nullptr);
     curl_easy_setopt(e, CURLOPT_USERAGENT, options_.user_agent.c_str());
     if (!connect_to_.empty()) {
       call->connect_to_list = curl_slist_append(nullptr, connect_to_.c_str());

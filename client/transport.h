@@ -68,6 +68,10 @@ struct HttpRequest {
   // A client certificate for this request only (PEM; e.g. from an exec plugin).
   std::string client_cert_pem;
   std::string client_key_pem;
+  // Offer gzip (unless the cluster disables compression). Watches turn it off: Debian's libcurl
+  // 7.88 fails mid-stream (CURLE_WRITE_ERROR, also with the curl CLI) on kube-apiserver's gzipped
+  // watch streams, and a stream of small events gains little from compression anyway.
+  bool accept_compressed = true;
 };
 
 struct HttpCallbacks {

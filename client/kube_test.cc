@@ -125,6 +125,14 @@ class KubeTest : public ::testing::Test {
     delete server_;
     server_ = nullptr;
   }
+  absl::Status CreateNamespace(const std::string& name) {
+    return client_
+        ->Create(kNamespaces, "",
+                 absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
+                              name, "\"}}"))
+        .status();
+  }
+
   void SetUp() override {
     ASSERT_NE(server_, nullptr) << "testing/kube/start failed (see the log)";
     absl::StatusOr<RestConfig> config = LoadKubeconfig({.paths = {server_->kubeconfig()}});
@@ -138,10 +146,7 @@ KubeApiServer* KubeTest::server_ = nullptr;
 
 TEST_F(KubeTest, ListsAndWatchesConfigMaps) {
   const std::string ns = "informerd-list-watch";
-  ASSERT_TRUE(client_->Create(kNamespaces, "",
-                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
-                                           ns, "\"}}"))
-                  .ok());
+  ASSERT_TRUE(CreateNamespace(ns).ok());
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap(absl::StrCat("cm-", i))).ok());
   }
@@ -178,10 +183,7 @@ TEST_F(KubeTest, ListsAndWatchesConfigMaps) {
 
 TEST_F(KubeTest, StreamingListSendsInitialEventsThenTheEndBookmark) {
   const std::string ns = "informerd-streaming";
-  ASSERT_TRUE(client_->Create(kNamespaces, "",
-                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
-                                           ns, "\"}}"))
-                  .ok());
+  ASSERT_TRUE(CreateNamespace(ns).ok());
   ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap("only")).ok());
   Recorder rec;
   auto watch = client_->Watch(kConfigMaps,
@@ -197,10 +199,7 @@ TEST_F(KubeTest, StreamingListSendsInitialEventsThenTheEndBookmark) {
 // ConfigMaps are enough to reproduce it.
 TEST_F(KubeTest, AStreamingListOfManyObjectsArrivesWhole) {
   const std::string ns = "informerd-streaming-many";
-  ASSERT_TRUE(client_->Create(kNamespaces, "",
-                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
-                                           ns, "\"}}"))
-                  .ok());
+  ASSERT_TRUE(CreateNamespace(ns).ok());
   for (int i = 0; i < 20; ++i) {
     ASSERT_TRUE(client_
                     ->Create(kConfigMaps, ns,
@@ -231,10 +230,7 @@ TEST_F(KubeTest, WatchEndsCleanlyAtTimeoutSeconds) {
 
 TEST_F(KubeTest, LargeResponsesArriveCompressed) {
   const std::string ns = "informerd-gzip";
-  ASSERT_TRUE(client_->Create(kNamespaces, "",
-                              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
-                                           ns, "\"}}"))
-                  .ok());
+  ASSERT_TRUE(CreateNamespace(ns).ok());
   // kube-apiserver gzips responses over 128 KiB for clients that accept it.
   const std::string payload(100 << 10, 'x');
   for (int i = 0; i < 3; ++i) {

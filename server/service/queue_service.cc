@@ -41,15 +41,46 @@ grpc::Status ToGrpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
-QueueService::QueueService(QueueRegistry* queues) : queues_(queues) {}
+QueueService::QueueService(QueueRegistry* queues)
+    : queues_(queues), poller_([this] { PollDrains(); }) {}
 
 QueueService::~QueueService() {
-  std::vector<std::thread> drains;
   {
     MutexLock lock(&mu_);
-    drains.swap(drains_);
+    stopping_ = true;
   }
-  for (std::thread& t : drains) t.join();
+  poller_.join();
+}
+
+void QueueService::PollDrains() {
+  for (;;) {
+    std::vector<std::pair<grpc::ServerUnaryReactor*, grpc::Status>> answers;
+    bool stopping;
+    {
+      MutexLock lock(&mu_);
+      mu_.AwaitWithDeadline([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; },
+                            absl::Now() + absl::Milliseconds(20));
+      stopping = stopping_;
+      std::vector<PendingDrain> waiting;
+      for (PendingDrain& d : drains_) {
+        if (stopping) {
+          answers.emplace_back(d.reactor, grpc::Status(grpc::StatusCode::UNAVAILABLE,
+                                                       "informerd is shutting down"));
+        } else if (d.context->IsCancelled()) {
+          // The caller gave up or its deadline passed (gRPC cancels the call then).
+          answers.emplace_back(d.reactor, grpc::Status::CANCELLED);
+        } else if (d.queue->ShutDownAndDrain(absl::InfinitePast()) || d.queue->closed()) {
+          answers.emplace_back(d.reactor, grpc::Status::OK);
+        } else {
+          waiting.push_back(std::move(d));
+        }
+      }
+      drains_.swap(waiting);
+    }
+    // Answered outside the lock: Finish may run the call's completion inline.
+    for (auto& [reactor, status] : answers) reactor->Finish(status);
+    if (stopping) return;
+  }
 }
 
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* context,
@@ -156,16 +187,11 @@ grpc::ServerUnaryReactor* QueueService::ShutDown(grpc::CallbackServerContext* co
     (*q)->ShutDown();
     return Reply(context, absl::OkStatus());
   }
-  // The drain may take as long as the slowest worker: wait off the gRPC threads. The wait ends
-  // when the keys are done, or when Delete/ShutDownAll shut the queue's processing down.
+  // The drain may take as long as the slowest worker: the poller answers it (see the header).
+  (*q)->ShutDown();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   MutexLock lock(&mu_);
-  drains_.emplace_back([queue = *std::move(q), reactor] {
-    while (!queue->ShutDownAndDrain(absl::Now() + absl::Milliseconds(200))) {
-      if (queue->closed()) break;
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
+  drains_.push_back({*std::move(q), context, reactor});
   return reactor;
 }
 

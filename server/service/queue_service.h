@@ -11,14 +11,16 @@
 // a bad key ("keys[3]: must not be empty", at most 1024 bytes, at most kMaxKeysPerRequest keys)
 // or delay is INVALID_ARGUMENT naming the field; nothing of a rejected batch is added.
 //
-// Reactions never block: ShutDown with drain waits on a helper thread of its own, which the
-// registry's Delete or ShutDownAll cuts short.
+// Reactions never block: a ShutDown with drain is answered by one poller thread of the service,
+// which looks at every waiting drain every 20 ms and answers it once its queue has no key in
+// flight, the queue is deleted or shut down by the registry, or the call was cancelled (which
+// includes its deadline passing). So however many drains clients start, they cost no thread each.
 //
-// Thread safety: gRPC calls the methods from any thread; the service holds no state of its own
-// besides those helper threads.
+// Thread safety: gRPC calls the methods from any thread.
 #ifndef INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
 #define INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
 
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -38,8 +40,7 @@ class QueueService final : public v1::Queues::CallbackService {
  public:
   // `queues` must outlive the service.
   explicit QueueService(QueueRegistry* queues);
-  // Joins the drain helpers. REQUIRES: the gRPC server is shut down, and the registry's
-  // ShutDownAll (or Delete) has ended any drain still waiting.
+  // Stops the drain poller, answering drains still waiting with UNAVAILABLE.
   ~QueueService() override;
 
   // v1::Queues::CallbackService:
@@ -73,9 +74,18 @@ class QueueService final : public v1::Queues::CallbackService {
                                      v1::ShutDownResponse* response) override;
 
  private:
+  struct PendingDrain {
+    std::shared_ptr<NamedQueue> queue;
+    grpc::CallbackServerContext* context;
+    grpc::ServerUnaryReactor* reactor;
+  };
+  void PollDrains();
+
   QueueRegistry* const queues_;
   Mutex mu_;
-  std::vector<std::thread> drains_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingDrain> drains_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread poller_;
 };
 
 }  // namespace informerd::service

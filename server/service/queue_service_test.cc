@@ -1,6 +1,9 @@
 // The Queues service over real gRPC on loopback: client-go's workqueue invariants hold across the
 // process boundary, and every bad request is refused naming its field without changing anything.
+#include <atomic>
+#include <filesystem>
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -124,6 +127,53 @@ TEST(QueueServiceTest, ShutDownWithDrainReturnsOnceHeldKeysAreDone) {
   EXPECT_TRUE(drained.get().ok());
   EXPECT_TRUE(s.State("q").shutting_down());
   EXPECT_TRUE(w.Finish().ok()) << "an idle worker of a shut-down queue ends with OK";
+}
+
+size_t ThreadCount() {
+  size_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// A client that starts many drains of a queue whose key stays held costs no thread per call; a
+// drain whose deadline passes is answered DEADLINE_EXCEEDED, and the queue stays shut down.
+TEST(QueueServiceTest, ManyWaitingDrainsAreBoundedAndHonourTheirDeadline) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  ASSERT_EQ(w.ReadLeases().size(), 1u);  // held, never answered
+  const size_t threads_before = ThreadCount();
+  constexpr int kDrains = 100;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<v1::ShutDownResponse> responses(kDrains);
+  std::vector<grpc::Status> statuses(kDrains);
+  std::atomic<int> answered{0};
+  v1::ShutDownRequest req;
+  req.set_queue("q");
+  req.set_drain(true);
+  for (int i = 0; i < kDrains; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    s.queues().async()->ShutDown(contexts.back().get(), &req, &responses[i],
+                                 [&, i](grpc::Status st) {
+                                   statuses[i] = std::move(st);
+                                   answered.fetch_add(1);
+                                 });
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  EXPECT_LT(ThreadCount(), threads_before + 20) << "a thread per waiting drain";
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (answered.load() < kDrains && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(answered.load(), kDrains);
+  for (const grpc::Status& st : statuses) {  // the client's own deadline
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
+  }
+  EXPECT_TRUE(s.State("q").shutting_down());
 }
 
 TEST(QueueServiceTest, CreatingAgainWithAnEqualSpecIsANoOpAndWithAnotherSpecFails) {

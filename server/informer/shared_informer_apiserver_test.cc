@@ -80,8 +80,12 @@ class SharedInformerApiServerTest : public ::testing::Test {
     int i = 0;
     for (const auto& [key, s] : *state) {
       const std::string name = key.substr(key.find('/') + 1);
-      if (i < 4) ASSERT_TRUE(fixture_->Update(name).ok());
-      if (i == 4) ASSERT_TRUE(fixture_->Delete(name).ok());
+      if (i < 4) {
+        ASSERT_TRUE(fixture_->Update(name).ok());
+      }
+      if (i == 4) {
+        ASSERT_TRUE(fixture_->Delete(name).ok());
+      }
       if (++i > 4) break;
     }
     ASSERT_TRUE(fixture_->Create(absl::StrCat("new-", tag)).ok());

@@ -58,11 +58,13 @@ TEST(WorkServiceTest, ConcurrentStreamsNeverHoldAKeyTwiceAndFinishEveryKey) {
   ExclusionOracle oracle;
   std::atomic<int> processed{0};
   std::atomic<bool> stop{false};
+  std::atomic<int> started{0};
   std::vector<std::thread> workers;
   for (int i = 0; i < 4; ++i) {
     workers.emplace_back([&, i] {
       WorkerStream w(s.work(), "q", kMaxInFlight, 2);
       ASSERT_NE(w.ReadStarted(), "");
+      started.fetch_add(1);
       size_t held = 0;
       v1::ProcessResponse r;
       while (!stop.load() && w.Read(&r)) {
@@ -84,6 +86,9 @@ TEST(WorkServiceTest, ConcurrentStreamsNeverHoldAKeyTwiceAndFinishEveryKey) {
       }
     });
   }
+  // Every stream is attached before keys arrive: otherwise three streams could finish the work
+  // and the queue be shut down before the fourth one starts.
+  ASSERT_TRUE(Eventually([&] { return started.load() == 4; }));
   // Keys are added again and again while being processed (add-while-processing everywhere).
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::string> keys;

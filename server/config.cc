@@ -1,11 +1,7 @@
 #include "server/config.h"
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <optional>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -13,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "client/read_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "yaml-cpp/yaml.h"
 
@@ -408,19 +405,6 @@ absl::Status Validate(DaemonConfig* config, absl::string_view origin) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    const std::string what = absl::StrCat(path, ": ", std::strerror(err));
-    if (err == EACCES) return absl::PermissionDeniedError(what);
-    return absl::NotFoundError(what);
-  }
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
-}
-
 }  // namespace
 
 absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_view origin) {
@@ -438,7 +422,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_vi
 }
 
 absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = client::ReadFile(path, /*max_bytes=*/16 << 20);
   if (!text.ok()) return text.status();
   return ParseConfig(*text, path);
 }

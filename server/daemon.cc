@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "client/in_cluster.h"
 #include "client/kubeconfig.h"
+#include "client/read_file.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -28,16 +29,12 @@
 namespace informerd {
 namespace {
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, absl::string_view what) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::NotFoundError(absl::StrCat(what, ": cannot read ", path));
+// A TLS file, its error naming the config key.
+absl::StatusOr<std::string> ReadTlsFile(const std::string& path, absl::string_view key) {
+  absl::StatusOr<std::string> data = client::ReadFile(path, /*max_bytes=*/1 << 20);
+  if (!data.ok()) {
+    return absl::Status(data.status().code(), absl::StrCat(key, ": ", data.status().message()));
   }
-  std::string data;
-  char buffer[8192];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, f)) > 0) data.append(buffer, n);
-  std::fclose(f);
   return data;
 }
 
@@ -46,13 +43,13 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsCo
   grpc::SslServerCredentialsOptions options(
       tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
-  absl::StatusOr<std::string> cert = ReadWholeFile(tls.cert_file, "tls.cert");
+  absl::StatusOr<std::string> cert = ReadTlsFile(tls.cert_file, "tls.cert");
   if (!cert.ok()) return cert.status();
-  absl::StatusOr<std::string> key = ReadWholeFile(tls.key_file, "tls.key");
+  absl::StatusOr<std::string> key = ReadTlsFile(tls.key_file, "tls.key");
   if (!key.ok()) return key.status();
   options.pem_key_cert_pairs.push_back({*key, *cert});
   if (!tls.client_ca_file.empty()) {
-    absl::StatusOr<std::string> ca = ReadWholeFile(tls.client_ca_file, "tls.clientCa");
+    absl::StatusOr<std::string> ca = ReadTlsFile(tls.client_ca_file, "tls.clientCa");
     if (!ca.ok()) return ca.status();
     options.pem_root_certs = *ca;
   }
@@ -198,12 +195,13 @@ absl::Status Daemon::Init() {
   return StartHttp();
 }
 
-bool Daemon::Ready() const {
+std::vector<std::string> Daemon::UnsyncedInformers() const {
+  std::vector<std::string> unsynced;
   for (const std::string& id : configured_informers_) {
     std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
-    if (informer == nullptr || !informer->HasSynced()) return false;
+    if (informer == nullptr || !informer->HasSynced()) unsynced.push_back(id);
   }
-  return true;
+  return unsynced;
 }
 
 absl::Status Daemon::StartHttp() {
@@ -236,14 +234,10 @@ absl::Status Daemon::StartHttp() {
       res.set_content("shutting down\n", "text/plain");
       return;
     }
-    std::string not_synced;
-    for (const std::string& id : configured_informers_) {
-      std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
-      if (informer == nullptr || !informer->HasSynced()) absl::StrAppend(&not_synced, id, "\n");
-    }
-    if (!not_synced.empty()) {
+    if (std::vector<std::string> unsynced = UnsyncedInformers(); !unsynced.empty()) {
       res.status = 503;
-      res.set_content(absl::StrCat("informers not synced yet:\n", not_synced), "text/plain");
+      res.set_content(absl::StrCat("informers not synced yet:\n", absl::StrJoin(unsynced, "\n"), "\n"),
+                      "text/plain");
       return;
     }
     res.set_content("ok\n", "text/plain");

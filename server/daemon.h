@@ -60,8 +60,6 @@ class Daemon {
   const std::vector<std::string>& grpc_addresses() const { return grpc_addresses_; }
   // "host:port" of the HTTP endpoint, "" when off.
   const std::string& metrics_address() const { return metrics_address_; }
-  // Every informer of the config has synced.
-  bool Ready() const;
   void Shutdown();
   // Blocks until Shutdown has finished.
   void Wait();
@@ -70,6 +68,8 @@ class Daemon {
   explicit Daemon(DaemonConfig config);
   absl::Status Init();
   absl::Status StartHttp();
+  // Ids of the configured informers that have not synced yet (what /readyz waits for).
+  std::vector<std::string> UnsyncedInformers() const;
 
   const DaemonConfig config_;
   MetricsRegistry metrics_;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "client/fake_apiserver.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -84,16 +85,6 @@ std::string HttpGet(const std::string& address, const std::string& path, int* st
   auto res = c.Get(path.c_str());
   *status = res ? res->status : -1;
   return res ? res->body : "";
-}
-
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(20)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
 }
 
 // A Work stream driven from the test.
@@ -238,7 +229,7 @@ queues:
   ASSERT_TRUE(Eventually([&] {
     HttpGet(d->metrics, "/readyz", &status);
     return status == 200;
-  }));
+  }, absl::Seconds(20)));
 
   Worker worker(d->channel.get(), "cm-queue", 100);
   ASSERT_TRUE(worker.ok());

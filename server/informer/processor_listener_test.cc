@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/informer/test_objects.h"
@@ -99,16 +100,6 @@ class FakeCache : public ProcessorListener::OverflowResolver {
   std::map<std::string, ObjectPtr> objects_ ABSL_GUARDED_BY(mu);
   int resolved_ ABSL_GUARDED_BY(mu) = 0;
 };
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 std::vector<std::string> PopAll(ProcessorListener& l) {
   std::vector<Notification> out;

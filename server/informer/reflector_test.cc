@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "client/api_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -64,16 +65,6 @@ class Known : public KnownObjects {
   mutable Mutex mu_;
   std::vector<ObjectPtr> objects_ ABSL_GUARDED_BY(mu_);
 };
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 class ReflectorTest : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/informer/apiserver_fixture.h"
@@ -39,16 +40,6 @@ class DeletionCounter : public ResourceEventHandler {
   int deletes_ ABSL_GUARDED_BY(mu_) = 0;
   int tombstones_ ABSL_GUARDED_BY(mu_) = 0;
 };
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 class SharedInformerApiServerTest : public ::testing::Test {
  protected:

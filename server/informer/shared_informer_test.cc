@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "client/api_error.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -30,16 +31,6 @@ using testing::Obj;
 using testing::Page;
 
 ObjectPtr Cm(const std::string& name, int rv) { return Obj("d", name, absl::StrCat(rv)); }
-
-template <typename Pred>
-bool Eventually(Pred pred) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 // Records what it is told; can be held up to play a slow handler. Checks that the cache already
 // holds what an Add or Update announces.

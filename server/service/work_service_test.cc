@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "base/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -21,16 +22,6 @@ using ::testing::HasSubstr;
 using testing::QueueServer;
 using testing::Spec;
 using testing::WorkerStream;
-
-template <typename Pred>
-bool Eventually(Pred pred, absl::Duration timeout = absl::Seconds(10)) {
-  const absl::Time deadline = absl::Now() + timeout;
-  while (!pred()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::yield();
-  }
-  return true;
-}
 
 // Which keys some worker holds right now; fails the test if two hold one.
 class ExclusionOracle {
@@ -88,7 +79,7 @@ TEST(WorkServiceTest, ConcurrentStreamsNeverHoldAKeyTwiceAndFinishEveryKey) {
   }
   // Every stream is attached before keys arrive: otherwise three streams could finish the work
   // and the queue be shut down before the fourth one starts.
-  ASSERT_TRUE(Eventually([&] { return started.load() == 4; }));
+  ASSERT_TRUE(Eventually([&] { return started.load() == 4; }, absl::Seconds(10)));
   // Keys are added again and again while being processed (add-while-processing everywhere).
   for (int round = 0; round < kRounds; ++round) {
     std::vector<std::string> keys;
@@ -98,7 +89,7 @@ TEST(WorkServiceTest, ConcurrentStreamsNeverHoldAKeyTwiceAndFinishEveryKey) {
   EXPECT_TRUE(Eventually([&] {
     v1::QueueState st = s.State("q");
     return st.depth() == 0 && st.in_flight() == 0;
-  }));
+  }, absl::Seconds(10)));
   EXPECT_GE(processed.load(), kKeys);
   stop = true;
   s.registry().ShutDownAll(absl::ZeroDuration());
@@ -182,7 +173,7 @@ TEST(WorkServiceTest, OutcomesForKeysNotHeldOrWithStaleTokensAreRefusedAndTheStr
   ASSERT_TRUE(r.has_refusals());
   ASSERT_EQ(r.refusals().refusals_size(), 1);
   EXPECT_THAT(r.refusals().refusals(0).message(), HasSubstr("not held"));
-  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }));
+  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
   // And the stream goes on delivering.
   ASSERT_TRUE(s.Add("q", {"ns/b"}).ok());
   l = w.ReadLeases();

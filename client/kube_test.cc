@@ -1,12 +1,6 @@
 // The client against a real kube-apiserver (testing/kube: kube-apiserver + embedded etcd on
 // loopback), started for this test and stopped at its end.
-#include <signal.h>
-#include <sys/syscall.h>
-#include <poll.h>
-#include <pwd.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,6 +13,7 @@
 #include "client/api_error.h"
 #include "client/client.h"
 #include "client/fake_apiserver.h"
+#include "client/kube_apiserver.h"
 #include "client/kubeconfig.h"
 #include "client/test_files.h"
 #include "gmock/gmock.h"
@@ -33,47 +28,7 @@ using ::testing::HasSubstr;
 const GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
 const GroupVersionResource kNamespaces{"", "v1", "namespaces"};
 
-// testing/kube/start in the background; Stop() sends SIGTERM and waits for the exit.
-class KubeApiServer {
- public:
-  static std::unique_ptr<KubeApiServer> Start() {
-    const std::string root = testing::WorkspaceRoot();
-    if (root.empty()) return nullptr;
-    auto server = std::make_unique<KubeApiServer>();
-    server->kubeconfig_ = testing::MakeTempDir() + "/kubeconfig";
-    // Bazel runs tests without HOME; Go's caches (for a rebuild) live under the real one.
-    const passwd* pw = getpwuid(getuid());
-    const std::string command =
-        absl::StrCat("HOME=", pw != nullptr ? pw->pw_dir : "/root", " ", root,
-                     "/testing/kube/start --kubeconfig-out ", server->kubeconfig_,
-                     " --timeout 240");
-    FILE* out = popen(command.c_str(), "r");
-    if (out == nullptr) return nullptr;
-    char line[4096];
-    while (fgets(line, sizeof(line), out) != nullptr) {
-      absl::string_view l = absl::StripTrailingAsciiWhitespace(line);
-      if (absl::ConsumePrefix(&l, "pid: ")) (void)absl::SimpleAtoi(l, &server->pid_);
-    }
-    if (pclose(out) != 0 || server->pid_ <= 0) return nullptr;
-    return server;
-  }
-  ~KubeApiServer() {
-    if (pid_ <= 0) return;
-    // Not our child (the start script detaches it): wait for its exit through a pidfd.
-    int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-    kill(pid_, SIGTERM);
-    if (fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      poll(&p, 1, 60000);
-      close(fd);
-    }
-  }
-  const std::string& kubeconfig() const { return kubeconfig_; }
-
- private:
-  std::string kubeconfig_;
-  int pid_ = 0;
-};
+using testing::KubeApiServer;
 
 class Recorder {
  public:

@@ -2,13 +2,7 @@
 // on loopback), started for this test: ConfigMap and Pod informers, by list and by streaming list,
 // sync and follow creates, updates, label changes and deletes; what they store has no
 // managedFields although the real server writes them.
-#include <poll.h>
-#include <pwd.h>
-#include <signal.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <memory>
 #include <string>
 
@@ -17,6 +11,7 @@
 #include "absl/strings/strip.h"
 #include "client/client.h"
 #include "client/fake_apiserver.h"
+#include "client/kube_apiserver.h"
 #include "client/kubeconfig.h"
 #include "client/test_files.h"
 #include "gmock/gmock.h"
@@ -35,52 +30,11 @@ const client::GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
 const client::GroupVersionResource kPods{"", "v1", "pods"};
 const client::GroupVersionResource kNamespaces{"", "v1", "namespaces"};
 
-// Runs testing/kube/start (which builds the server when needed, starts it detached and waits
-// until it is ready) and stops the server with SIGTERM at the end.
-class RealApiServer {
- public:
-  static std::unique_ptr<RealApiServer> Start() {
-    const std::string root = client::testing::WorkspaceRoot();
-    if (root.empty()) return nullptr;
-    std::unique_ptr<RealApiServer> server(new RealApiServer());
-    server->kubeconfig_ = client::testing::MakeTempDir() + "/kubeconfig";
-    const passwd* user = getpwuid(getuid());
-    // Bazel clears HOME; Go keeps its build cache under the real one.
-    const std::string command = absl::StrCat(
-        "HOME=", user != nullptr ? user->pw_dir : "/root", " ", root,
-        "/testing/kube/start --timeout 240 --kubeconfig-out ", server->kubeconfig_);
-    FILE* out = popen(command.c_str(), "r");
-    if (out == nullptr) return nullptr;
-    char buffer[4096];
-    while (fgets(buffer, sizeof(buffer), out) != nullptr) {
-      absl::string_view line = absl::StripTrailingAsciiWhitespace(buffer);
-      if (absl::ConsumePrefix(&line, "pid: ")) (void)absl::SimpleAtoi(line, &server->pid_);
-    }
-    if (pclose(out) != 0 || server->pid_ <= 0) return nullptr;
-    return server;
-  }
-  ~RealApiServer() {
-    if (pid_ <= 0) return;
-    // The script detached the server: wait for its exit through a pidfd.
-    const int fd = static_cast<int>(syscall(SYS_pidfd_open, pid_, 0));
-    kill(pid_, SIGTERM);
-    if (fd >= 0) {
-      pollfd p{fd, POLLIN, 0};
-      poll(&p, 1, 60000);
-      close(fd);
-    }
-  }
-  const std::string& kubeconfig() const { return kubeconfig_; }
-
- private:
-  RealApiServer() = default;
-  std::string kubeconfig_;
-  int pid_ = 0;
-};
+using client::testing::KubeApiServer;
 
 class SharedInformerKubeTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { server_ = RealApiServer::Start().release(); }
+  static void SetUpTestSuite() { server_ = KubeApiServer::Start().release(); }
   static void TearDownTestSuite() {
     delete server_;
     server_ = nullptr;
@@ -122,10 +76,10 @@ class SharedInformerKubeTest : public ::testing::Test {
     return name;
   }
 
-  static RealApiServer* server_;
+  static KubeApiServer* server_;
   std::unique_ptr<client::Client> client_;
 };
-RealApiServer* SharedInformerKubeTest::server_ = nullptr;
+KubeApiServer* SharedInformerKubeTest::server_ = nullptr;
 
 std::string ConfigMap(const std::string& name, const std::string& value) {
   return absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":")", name,

@@ -302,4 +302,25 @@ absl::StatusOr<ResourceInfo> Discovery::ResourceForKind(const GroupVersionKind& 
       gvk.group.empty() ? gvk.version : gvk.group + "/" + gvk.version, "\""));
 }
 
+absl::StatusOr<std::vector<ResourceInfo>> Discovery::ResourcesForGroupKind(
+    const std::optional<std::string>& group, absl::string_view kind) {
+  MutexLock lock(&mu_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (loaded_) {
+      std::vector<ResourceInfo> found;
+      for (const auto& [gvk, gvr] : by_kind_) {
+        if (gvk.kind == kind && (!group.has_value() || gvk.group == *group)) {
+          found.push_back(by_resource_.at(gvr));
+        }
+      }
+      if (!found.empty()) return found;
+      if (attempt == 1) break;
+    }
+    if (absl::Status s = RefreshLocked(); !s.ok()) return s;
+  }
+  return absl::NotFoundError(absl::StrCat("the server does not serve kind \"", kind, "\"",
+                                          group.has_value() ? absl::StrCat(" in group \"", *group, "\"")
+                                                            : std::string(" in any group")));
+}
+
 }  // namespace informerd::client

@@ -17,6 +17,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -83,6 +84,10 @@ class Discovery {
   absl::StatusOr<ResourceInfo> Resource(const GroupVersionResource& gvr);
   // The resource whose kind is `gvk` (the first listed, as the server orders them).
   absl::StatusOr<ResourceInfo> ResourceForKind(const GroupVersionKind& gvk);
+  // The resources of kind `kind` in API group `group` (nullopt: in any group), one per version
+  // served. Refreshes once when there is none; NotFound if the server serves no such kind.
+  absl::StatusOr<std::vector<ResourceInfo>> ResourcesForGroupKind(
+      const std::optional<std::string>& group, absl::string_view kind);
   // Fetches everything again.
   absl::Status Refresh();
   // How many times discovery was fetched (for tests).

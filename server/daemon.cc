@@ -23,6 +23,7 @@
 #include "server/service/informer_service.h"
 #include "server/service/queue_registry.h"
 #include "server/service/queue_service.h"
+#include "server/service/source_lookups.h"
 #include "server/service/work_service.h"
 #include "spdlog/spdlog.h"
 
@@ -98,7 +99,8 @@ absl::Status Daemon::Init() {
   informers_ = std::make_unique<service::InformerRegistry>(
       clusters_.get(), service::InformerRegistryOptions{.metrics = &metrics_});
   queues_ = std::make_unique<service::QueueRegistry>(
-      informers_.get(), service::QueueRegistryOptions{.metrics = &metrics_});
+      service::InformerSourceLookups(informers_.get(), clusters_.get()),
+      service::QueueRegistryOptions{.metrics = &metrics_});
 
   // Configured informers, then queues (whose sources may name informers by alias).
   absl::flat_hash_map<std::string, std::string> alias_to_id;

@@ -1,30 +1,28 @@
-// QueueRegistry: the daemon's named workqueues — what the Queues service creates and feeds, what
-// Work streams drain, what Admin lists.
+// QueueRegistry: the daemon's named workqueues — what the Queues service creates, updates and
+// feeds, what Work streams drain, what Admin lists.
 //
-//   QueueRegistry queues(&informers, {.metrics = &metrics_registry});
+//   QueueRegistry queues(lookups, {.metrics = &metrics_registry});
 //   absl::StatusOr<std::shared_ptr<NamedQueue>> q = queues.Create(spec);   // v1::QueueSpec
 //   (*q)->Add({"default/web-0"});
 //   ...
 //   queues.ShutDownAll(absl::Seconds(10));   // daemon shutdown: stop, let in-flight keys finish
 //
-// A NamedQueue is a workqueue::RateLimitingQueue plus what the server adds around it:
-//   * Sources: informer bindings evaluated here. Each source registers an event handler on its
-//     informer that maps every event's object (filtered by a label selector) to keys — the
-//     object's own key, its controller owner's key, or the keys another informer's index holds
-//     for it — and adds them. A resync timer re-adds every source object's keys periodically.
-//   * Workers: Work streams attach a Worker (a lease table with a credit of max_in_flight keys).
-//     One dispatcher thread per queue waits until some worker has credit, takes up to that many
-//     ready keys with Queue::GetBatch and hands them to that worker (round robin among workers
-//     with credit) through its LeaseSink. Outcomes are applied through the Worker, which refuses
-//     keys it does not hold and stale fencing tokens. Detaching a worker (its stream ended for
-//     any reason) ends every hand-out it held and adds the key again, so no key is lost; the
-//     queue's one-processor-per-key rule plus the tokens keep a key with one worker at a time.
+// A NamedQueue is a workqueue::RateLimitingQueue plus what the server adds around it, each in its
+// own file:
+//   * the spec rules and the limiter it describes (queue_spec.h);
+//   * sources: informer bindings that map events to keys, run by the registry's one SourcePump
+//     thread (queue_source.h), and a resync timer that re-adds every source object's keys;
+//   * the lease table: worker streams, the keys each holds, lease expiry (lease_table.h);
+//   * one dispatcher thread per queue that waits until some worker has credit, takes that many
+//     ready keys with Queue::GetBatch and hands them to the lease table.
+// Update changes a running queue's sources, limiter, resync period and lease timeout in place:
+// waiting keys, delays, retry counts, held leases and their tokens are untouched.
+//
+// Tokens: every queue's tokens start after QueueRegistryOptions::epoch (the daemon's start time
+// in ns), so they keep increasing across daemon restarts (see work.proto's Started.epoch).
 //
 // Errors name the offending field: INVALID_ARGUMENT ("spec.name: ..."), NOT_FOUND for unknown
 // queues and informers, FAILED_PRECONDITION for a re-create with a different spec.
-//
-// Lock order: NamedQueue::mu_ before the workqueue's own lock. Sinks and close callbacks are
-// called without any lock held.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef INFORMERD_SERVER_SERVICE_QUEUE_REGISTRY_H_
@@ -32,7 +30,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -47,90 +44,25 @@
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "informerd/v1/queues.pb.h"
-#include "informerd/v1/work.pb.h"
-#include "server/informer/shared_informer.h"
+#include "server/service/lease_table.h"
+#include "server/service/queue_source.h"
+#include "server/service/queue_spec.h"
 #include "server/workqueue/prometheus_metrics.h"
 #include "server/workqueue/rate_limiting_queue.h"
 
 namespace informerd::service {
 
-class InformerRegistry;  // informer_registry.h
-
 // A batch of keys as requests carry them.
 using Keys = google::protobuf::RepeatedPtrField<std::string>;
-// Keys longer than this are refused (INVALID_ARGUMENT).
-inline constexpr size_t kMaxKeyBytes = 1024;
-// "": valid; else why `key` is not a valid queue key.
-std::string InvalidKeyReason(absl::string_view key);
 
 struct QueueRegistryOptions {
   // nullptr: no metrics. Must outlive the registry.
   MetricsRegistry* metrics = nullptr;
   // nullptr: Clock::Real(). Must outlive the registry.
   Clock* clock = nullptr;
-};
-
-// Where a Worker's leases go: a Work stream. Deliver is called on the queue's dispatcher thread
-// (never more leases than the worker's free credit) and must not block.
-class LeaseSink {
- public:
-  virtual ~LeaseSink() = default;
-  virtual void Deliver(std::vector<workqueue::Lease> leases) = 0;
-  // The queue is gone or shut down: end the stream with `status`. Called at most once.
-  virtual void Close(const absl::Status& status) = 0;
-};
-
-struct WorkerOptions {
-  std::string peer;
-  std::string name;
-  // 1 .. kMaxInFlight.
-  uint32_t max_in_flight = 1;
-  // Keys per delivery at most; 0: max_in_flight.
-  uint32_t max_batch = 0;
-};
-inline constexpr uint32_t kMaxInFlight = 100000;
-
-// Admin's view of one worker stream.
-struct WorkerInfo {
-  std::string stream_id;
-  std::string peer;
-  std::string name;
-  uint32_t max_in_flight = 0;
-  size_t in_flight = 0;
-};
-
-class NamedQueue;
-
-// One worker stream's hold on a queue. Created by NamedQueue::Attach; Detach (or destruction)
-// gives back every key it holds.
-class Worker {
- public:
-  ~Worker();  // Detaches.
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-
-  const std::string& stream_id() const { return stream_id_; }
-
-  // Applies outcomes (see work.proto); returns the ones refused, with why. Never blocks on I/O.
-  std::vector<v1::Refusal> Apply(const v1::Outcomes& outcomes);
-  // Ends every held hand-out and adds its key again, and lets go of the sink: no delivery starts
-  // after it returns (one already running may finish; the sink is shared for that). Never
-  // blocks on the sink. Idempotent.
-  void Detach();
-
- private:
-  friend class NamedQueue;
-  Worker(NamedQueue* queue, std::string stream_id, WorkerOptions options,
-         std::shared_ptr<LeaseSink> sink);
-
-  NamedQueue* const queue_;  // outlives: the attacher holds a shared_ptr to the queue
-  const std::string stream_id_;
-  const WorkerOptions options_;
-  // All guarded by queue_->mu_.
-  std::shared_ptr<LeaseSink> sink_;  // null once detached
-  bool attached_ = true;
-  bool close_sent_ = false;
-  absl::flat_hash_map<std::string, workqueue::Lease> held_;
+  // Tokens of every queue are greater than this (the daemon's start time in Unix ns). 0: the
+  // registry's construction time.
+  uint64_t epoch = 0;
 };
 
 class NamedQueue {
@@ -139,10 +71,11 @@ class NamedQueue {
   NamedQueue(const NamedQueue&) = delete;
   NamedQueue& operator=(const NamedQueue&) = delete;
 
-  const std::string& name() const { return spec_.name(); }
-  const v1::QueueSpec& spec() const { return spec_; }
+  const std::string& name() const { return name_; }
+  v1::QueueSpec spec() const;
   v1::QueueState State() const;
-  std::vector<WorkerInfo> Workers() const;
+  std::vector<WorkerInfo> Workers() const { return leases_.Workers(); }
+  absl::Duration lease_timeout() const { return leases_.lease_timeout(); }
 
   // Client calls (keys must be valid: see InvalidKeyReason). FAILED_PRECONDITION after shutdown.
   absl::Status Add(const Keys& keys);
@@ -160,81 +93,90 @@ class NamedQueue {
   // Deleted, or closed by ShutDownAll.
   bool closed() const;
 
-  // Registers a worker stream; the Worker holds `sink` until it is detached (so a sink that owns
-  // its Worker must Detach it to break the cycle). FAILED_PRECONDITION when shut down.
+  // Registers a worker stream (lease_table.h). FAILED_PRECONDITION when shut down.
   absl::StatusOr<std::unique_ptr<Worker>> Attach(WorkerOptions options,
-                                                 std::shared_ptr<LeaseSink> sink);
+                                                 std::shared_ptr<LeaseSink> sink) {
+    return leases_.Attach(std::move(options), std::move(sink));
+  }
 
   // For tests: keys held by workers (exclusive of the dispatcher's hand-off in progress).
-  size_t HeldByWorkers() const;
+  size_t HeldByWorkers() const { return leases_.Held(); }
 
  private:
   friend class QueueRegistry;
-  friend class Worker;
-  struct Binding;
+  using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
   NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-             Clock* clock);
-  // Starts the dispatcher thread and the bindings' handlers and resync timer.
-  absl::Status Start(std::vector<std::unique_ptr<Binding>> bindings);
-  // Shuts the queue down, unregisters the bindings, stops the dispatcher and closes every
-  // worker with `status`. Idempotent.
+             Clock* clock, Counter* expirations);
+  // Starts the dispatcher thread and the resync timer; takes the bindings.
+  void Start(Bindings bindings);
+  // Applies a new spec (already validated, its limiter and bindings built).
+  void Update(v1::QueueSpec spec, std::unique_ptr<workqueue::RateLimiter> limiter,
+              Bindings bindings);
+  // Shuts the queue down, unbinds its sources, stops the dispatcher and closes every worker with
+  // `status`. Idempotent.
   void Close(const absl::Status& status);
   void Dispatch();
   void OnResync();
-  void DetachLocked(Worker* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Tells (outside the lock) the workers the queue is done: all, or only those holding nothing.
-  void CloseWorkers(const absl::Status& status, bool idle_only);
+  void ArmResyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const v1::QueueSpec spec_;
+  const std::string name_;
   Clock* const clock_;
   const std::shared_ptr<workqueue::RateLimitingQueue> queue_;
   // Counted here for QueueState (the Prometheus series count the same things).
   const std::shared_ptr<std::atomic<uint64_t>> adds_;
   std::atomic<uint64_t> retries_{0};
-  std::atomic<uint64_t> next_stream_{1};
+  LeaseTable leases_;
 
   mutable Mutex mu_;
-  std::vector<Worker*> workers_ ABSL_GUARDED_BY(mu_);
-  size_t next_worker_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin start
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;   // shut down: dispatch no more
+  v1::QueueSpec spec_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::unique_ptr<Binding>> bindings_;  // set by Start, cleared by Close
-  std::unique_ptr<Timer> resync_timer_;
+  Bindings bindings_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Timer> resync_timer_;  // created by Start, destroyed by Close
   std::thread dispatcher_;
 };
 
 class QueueRegistry {
  public:
-  // Resolves an informer id (InformerRegistry::Find); nullptr when there is none.
-  using InformerLookup =
-      std::function<std::shared_ptr<informer::SharedInformer>(absl::string_view id)>;
-
-  QueueRegistry(InformerLookup informers, QueueRegistryOptions options);
-  // Over the daemon's InformerRegistry. A template only so that this header need not include
-  // informer_registry.h (and its cluster client): it is instantiated where the registry is known.
-  template <typename Registry = InformerRegistry>
-  QueueRegistry(Registry* informers, QueueRegistryOptions options)
-      : QueueRegistry(
-            InformerLookup([informers](absl::string_view id) { return informers->Find(id); }),
-            options) {}
+  QueueRegistry(SourceLookups lookups, QueueRegistryOptions options);
   ~QueueRegistry();  // Closes every queue (no drain).
 
   // Creates the queue (see the header comment for errors); an equal spec returns the existing one.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Create(const v1::QueueSpec& spec);
+  // Changes the queue named in `spec` in place (see the header comment); NOT_FOUND for an unknown
+  // queue unless `allow_missing`, which creates it.
+  absl::StatusOr<std::shared_ptr<NamedQueue>> Update(const v1::QueueSpec& spec, bool allow_missing);
   // NOT_FOUND naming the queue.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Get(absl::string_view name) const;
-  // Shuts the queue down without draining, unregisters its sources, ends its worker streams.
+  // Shuts the queue down without draining, unbinds its sources, ends its worker streams.
   absl::Status Delete(absl::string_view name);
   std::vector<std::shared_ptr<NamedQueue>> List() const;
   // Graceful shutdown: every queue stops handing out keys; waits until in-flight keys are done or
   // `drain_deadline` passes; then ends every worker stream (UNAVAILABLE) and closes the queues.
   void ShutDownAll(absl::Duration drain_deadline);
 
+  uint64_t epoch() const { return epoch_; }
+  const SourceLookups& lookups() const { return lookups_; }
+
  private:
-  InformerLookup informers_;
+  struct Built {
+    v1::QueueSpec spec;
+    std::unique_ptr<workqueue::RateLimiter> limiter;
+    std::vector<std::shared_ptr<const SourceMapper>> mappers;
+  };
+  // Validates `spec` and resolves everything it names; nothing is created or changed.
+  absl::StatusOr<Built> Build(const v1::QueueSpec& spec) const;
+  absl::StatusOr<NamedQueue::Bindings> Bind(const Built& built, NamedQueue* queue);
+  absl::StatusOr<std::shared_ptr<NamedQueue>> CreateLocked(Built built)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const SourceLookups lookups_;
   const QueueRegistryOptions options_;
+  Clock* const clock_;
+  const uint64_t epoch_;
   std::unique_ptr<workqueue::PrometheusMetricsProvider> metrics_provider_;
+  // Declared before the queues: destroyed after every binding.
+  SourcePump pump_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<NamedQueue>> queues_ ABSL_GUARDED_BY(mu_);
 };

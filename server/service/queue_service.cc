@@ -94,6 +94,17 @@ grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext*
   return Reply(context, q.status());
 }
 
+grpc::ServerUnaryReactor* QueueService::UpdateQueue(grpc::CallbackServerContext* context,
+                                                    const v1::UpdateQueueRequest* request,
+                                                    v1::QueueInfo* response) {
+  auto q = queues_->Update(request->spec(), request->allow_missing());
+  if (q.ok()) {
+    *response->mutable_spec() = (*q)->spec();
+    *response->mutable_state() = (*q)->State();
+  }
+  return Reply(context, q.status());
+}
+
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* context,
                                                     const v1::DeleteQueueRequest* request,
                                                     v1::DeleteQueueResponse* response) {

@@ -2,7 +2,7 @@
 // inspect named queues, and client-go's workqueue calls (Add, AddAfter, AddRateLimited, Forget,
 // NumRequeues, Len, ShutDown) across the process boundary.
 //
-//   QueueRegistry queues(&informers, {.metrics = &metrics});
+//   QueueRegistry queues(InformerSourceLookups(&informers, &clusters), {.metrics = &metrics});
 //   QueueService service(&queues);
 //   grpc::ServerBuilder builder;
 //   builder.RegisterService(&service);
@@ -46,6 +46,9 @@ class QueueService final : public v1::Queues::CallbackService {
   // v1::Queues::CallbackService:
   grpc::ServerUnaryReactor* CreateQueue(grpc::CallbackServerContext* context,
                                         const v1::CreateQueueRequest* request,
+                                        v1::QueueInfo* response) override;
+  grpc::ServerUnaryReactor* UpdateQueue(grpc::CallbackServerContext* context,
+                                        const v1::UpdateQueueRequest* request,
                                         v1::QueueInfo* response) override;
   grpc::ServerUnaryReactor* DeleteQueue(grpc::CallbackServerContext* context,
                                         const v1::DeleteQueueRequest* request,

@@ -5,6 +5,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,9 +22,14 @@ namespace informerd::service::testing {
 
 class QueueServer {
  public:
-  explicit QueueServer(QueueRegistry::InformerLookup lookup =
-                           [](absl::string_view) { return nullptr; })
-      : registry_(std::move(lookup), {}), queues_(&registry_), work_(&registry_) {
+  // Informers by id, all of the default cluster.
+  using InformerLookup =
+      std::function<std::shared_ptr<informer::SharedInformer>(absl::string_view id)>;
+
+  explicit QueueServer(InformerLookup lookup = [](absl::string_view) { return nullptr; })
+      : QueueServer(DefaultClusterLookups(std::move(lookup))) {}
+  explicit QueueServer(SourceLookups lookups, QueueRegistryOptions options = {})
+      : registry_(std::move(lookups), options), queues_(&registry_), work_(&registry_) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
@@ -38,6 +44,16 @@ class QueueServer {
   ~QueueServer() {
     registry_.ShutDownAll(absl::ZeroDuration());  // ends every worker stream
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  }
+
+  static SourceLookups DefaultClusterLookups(InformerLookup lookup) {
+    SourceLookups lookups;
+    lookups.informer = [lookup](absl::string_view id) -> std::optional<SourceInformer> {
+      std::shared_ptr<informer::SharedInformer> inf = lookup(id);
+      if (inf == nullptr) return std::nullopt;
+      return SourceInformer{.informer = std::move(inf), .cluster = ""};
+    };
+    return lookups;
   }
 
   QueueRegistry& registry() { return registry_; }

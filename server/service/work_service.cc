@@ -8,9 +8,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "server/service/object_proto.h"
 #include "server/service/queue_service.h"
 
 namespace informerd::service {
+namespace {
+
+// Leases responses' byte caps (Start.max_batch_bytes), below gRPC's default 4 MiB receive limit.
+constexpr size_t kDefaultMaxBatchBytes = size_t{2} << 20;
+constexpr size_t kMaxBatchBytes = size_t{64} << 20;
+
+}  // namespace
 
 // One worker stream: the gRPC reactor and the queue's LeaseSink in one object.
 //
@@ -38,8 +46,13 @@ class WorkService::Stream final
     {
       MutexLock lock(&mu_);
       if (finishing_) return;  // the worker is detached or about to be: the keys went back
-      for (auto& l : leases) pending_leases_.push_back(std::move(l));
+      if (!draining_) {
+        for (auto& l : leases) pending_leases_.push_back(std::move(l));
+        leases.clear();
+      }
     }
+    // Draining (so Start was handled and worker_ is set): these will never be sent.
+    if (!leases.empty()) worker_->GiveBack(leases);
     Pump();
   }
   void Close(const absl::Status& status) override { RequestFinish(ToGrpc(status)); }
@@ -59,13 +72,21 @@ class WorkService::Stream final
       }
     } else {
       switch (in_.kind_case()) {
-        case v1::ProcessRequest::kOutcomes: {
-          std::vector<v1::Refusal> refusals = worker_->Apply(in_.outcomes());
-          if (!refusals.empty()) {
-            v1::ProcessResponse r;
-            for (auto& x : refusals) *r.mutable_refusals()->add_refusals() = std::move(x);
-            Send(std::move(r));
+        case v1::ProcessRequest::kOutcomes:
+          SendRefusals(worker_->Apply(in_.outcomes()));
+          break;
+        case v1::ProcessRequest::kHeartbeat:
+          SendRefusals(worker_->Heartbeat(in_.heartbeat()));
+          break;
+        case v1::ProcessRequest::kDrain: {
+          std::deque<workqueue::Lease> unsent;
+          {
+            MutexLock lock(&mu_);
+            draining_ = true;
+            unsent.swap(pending_leases_);
           }
+          // Ends the stream (OK) through Close once nothing is held.
+          worker_->Drain(std::vector<workqueue::Lease>(unsent.begin(), unsent.end()));
           break;
         }
         case v1::ProcessRequest::kStart:
@@ -124,6 +145,19 @@ class WorkService::Stream final
       return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                           "start.worker_name: at most 253 bytes");
     }
+    if (start.max_batch_bytes() > kMaxBatchBytes) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          absl::StrCat("start.max_batch_bytes: at most ", kMaxBatchBytes));
+    }
+    if (!start.object_informer_id().empty()) {
+      std::optional<SourceInformer> inf = queues_->lookups().informer(start.object_informer_id());
+      if (!inf.has_value() || inf->informer == nullptr) {
+        return grpc::Status(grpc::StatusCode::NOT_FOUND,
+                            absl::StrCat("start.object_informer_id: no such informer \"",
+                                         start.object_informer_id(), "\""));
+      }
+      object_source_ = *std::move(inf);
+    }
     auto queue = queues_->Get(start.queue());
     if (!queue.ok()) return ToGrpc(queue.status());
     auto worker = (*queue)->Attach({.peer = context_->peer(),
@@ -139,6 +173,10 @@ class WorkService::Stream final
     v1::ProcessResponse r;
     r.mutable_started()->set_queue(start.queue());
     r.mutable_started()->set_stream_id(worker_->stream_id());
+    r.mutable_started()->set_epoch(queues_->epoch());
+    r.mutable_started()->set_lease_timeout_ms(absl::ToInt64Milliseconds(queue_->lease_timeout()));
+    max_batch_bytes_ =
+        start.max_batch_bytes() == 0 ? kDefaultMaxBatchBytes : start.max_batch_bytes();
     {
       MutexLock lock(&mu_);
       max_batch_ = batch == 0 || batch > start.max_in_flight() ? start.max_in_flight() : batch;
@@ -148,6 +186,13 @@ class WorkService::Stream final
     }
     Pump();
     return grpc::Status::OK;
+  }
+
+  void SendRefusals(std::vector<v1::Refusal> refusals) {
+    if (refusals.empty()) return;
+    v1::ProcessResponse r;
+    for (auto& x : refusals) *r.mutable_refusals()->add_refusals() = std::move(x);
+    Send(std::move(r));
   }
 
   void Send(v1::ProcessResponse response) {
@@ -171,10 +216,12 @@ class WorkService::Stream final
   }
 
   // Starts the next write, or Finish once finishing and nothing more is to be written. At most
-  // one write is in flight; leases are not written once finishing (the worker gives them back).
+  // one write is in flight; leases are not written once finishing (the worker gives them back)
+  // or draining (they were given back).
   void Pump() {
-    enum { kNothing, kWrite, kFinish } action = kNothing;
+    enum { kNothing, kWrite, kLeases, kFinish } action = kNothing;
     grpc::Status status;
+    std::vector<workqueue::Lease> batch;
     {
       MutexLock lock(&mu_);
       if (writing_ || finished_) return;
@@ -186,32 +233,81 @@ class WorkService::Stream final
         finished_ = true;
         status = finish_status_.value_or(grpc::Status::OK);
         action = kFinish;
-      } else if (started_ && !pending_leases_.empty()) {
-        out_.Clear();
-        auto* leases = out_.mutable_leases();
+      } else if (started_ && !draining_ && !pending_leases_.empty()) {
         const size_t n = std::min<size_t>(max_batch_, pending_leases_.size());
+        batch.reserve(n);
         for (size_t i = 0; i < n; ++i) {
-          workqueue::Lease& l = pending_leases_.front();
-          v1::Lease* pl = leases->add_leases();
-          pl->set_key(std::move(l.key));
-          pl->set_token(l.token);
+          batch.push_back(std::move(pending_leases_.front()));
           pending_leases_.pop_front();
         }
-        action = kWrite;
+        action = kLeases;
       }
-      if (action == kWrite) writing_ = true;
+      if (action == kWrite || action == kLeases) writing_ = true;
+    }
+    if (action == kLeases) {
+      const size_t used = FillLeases(batch);
+      if (used < batch.size()) {
+        // Over the byte cap: the rest goes first in the next batch (or back, if draining began).
+        std::vector<workqueue::Lease> rest(std::make_move_iterator(batch.begin() + used),
+                                           std::make_move_iterator(batch.end()));
+        {
+          MutexLock lock(&mu_);
+          if (!draining_) {
+            pending_leases_.insert(pending_leases_.begin(), std::make_move_iterator(rest.begin()),
+                                   std::make_move_iterator(rest.end()));
+            rest.clear();
+          }
+        }
+        if (!rest.empty()) worker_->GiveBack(rest);
+      }
+      action = kWrite;
     }
     if (action == kWrite) {
-      if (out_.has_leases() && queue_ != nullptr) {
-        // Requeue counts are read outside our lock (the limiter has its own).
-        for (v1::Lease& l : *out_.mutable_leases()->mutable_leases()) {
-          l.set_requeues(queue_->NumRequeues(l.key()));
-        }
-      }
       StartWrite(&out_);
     } else if (action == kFinish) {
       Finish(status);
     }
+  }
+
+  // Writes leases of `batch` into out_ until the next would take it past max_batch_bytes_ (the
+  // first always goes); returns how many. Called by the writer only, without mu_.
+  size_t FillLeases(const std::vector<workqueue::Lease>& batch) {
+    out_.Clear();
+    auto* leases = out_.mutable_leases()->mutable_leases();
+    size_t bytes = 0;
+    size_t used = 0;
+    for (const workqueue::Lease& l : batch) {
+      v1::Lease* pl = leases->Add();
+      pl->set_key(l.key);
+      pl->set_token(l.token);
+      // Requeue counts are read outside our lock (the limiter has its own).
+      pl->set_requeues(queue_->NumRequeues(l.key));
+      const QueueKeyParts parts = SplitQueueKey(l.key);
+      if (!parts.cluster.empty()) {
+        pl->set_cluster(parts.cluster.data(), parts.cluster.size());
+        pl->set_object_key(parts.object_key.data(), parts.object_key.size());
+      } else {
+        pl->set_object_key(l.key);
+      }
+      if (object_source_.has_value()) {
+        v1::LeaseObject* lo = pl->mutable_object();
+        if (parts.cluster == object_source_->cluster) {
+          informer::GetResult got = object_source_->informer->lister().Get(parts.object_key);
+          if (got.object != nullptr) {
+            lo->set_found(true);
+            ObjectToProto(*got.object, lo->mutable_object());
+          }
+        }
+      }
+      const size_t size = pl->ByteSizeLong();
+      if (used > 0 && bytes + size > max_batch_bytes_) {
+        leases->RemoveLast();
+        break;
+      }
+      bytes += size;
+      ++used;
+    }
+    return used;
   }
 
   QueueRegistry* const queues_;
@@ -221,12 +317,16 @@ class WorkService::Stream final
   v1::ProcessRequest in_;
   std::shared_ptr<NamedQueue> queue_;
   std::unique_ptr<Worker> worker_;
+  // Set by HandleStart, before any delivery can be written; read by the writer.
+  std::optional<SourceInformer> object_source_;
+  size_t max_batch_bytes_ = kDefaultMaxBatchBytes;
 
   Mutex mu_;
   v1::ProcessResponse out_;  // the write in flight; touched only by whoever set writing_
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
   uint32_t max_batch_ ABSL_GUARDED_BY(mu_) = 1;

@@ -1,6 +1,6 @@
 // WorkService: the Work gRPC service (work.proto) — worker streams that drain a named queue.
 //
-//   QueueRegistry queues(&informers, {});
+//   QueueRegistry queues(lookups, {});
 //   WorkService work(&queues);
 //   builder.RegisterService(&work);
 //

@@ -46,7 +46,8 @@ Queue::Queue(QueueOptions options)
       metrics_(options.metrics_provider != nullptr && !name_.empty()
                    ? QueueMetrics::Create(*options.metrics_provider, name_)
                    : nullptr),
-      unfinished_work_update_period_(options.unfinished_work_update_period) {
+      unfinished_work_update_period_(options.unfinished_work_update_period),
+      last_token_(options.first_token) {
   if (metrics_ != nullptr) {
     unfinished_work_timer_ = clock_->CreateTimer([this] { UpdateUnfinishedWork(); });
     unfinished_work_timer_->ArmAt(clock_->Now() + unfinished_work_update_period_);

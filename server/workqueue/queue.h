@@ -67,12 +67,17 @@ struct QueueOptions {
   // whose deadlines are microseconds apart are moved in batches instead of one wake-up each.
   // A key is never made available before its deadline; at most this much after it.
   absl::Duration timer_slack = absl::Microseconds(100);
+  // Fencing tokens start after this one: the first hand-out gets first_token + 1. A server that
+  // passes a value above every token an earlier process of it could have handed out (e.g. its
+  // start time in ns) keeps tokens increasing across its restarts.
+  uint64_t first_token = 0;
 };
 
 // One hand-out of a key by Get/GetBatch.
 struct Lease {
   std::string key;
-  // Fencing token: strictly increasing across all hand-outs of this queue (hence per key).
+  // Fencing token: strictly increasing across all hand-outs of this queue (hence per key), and
+  // greater than QueueOptions::first_token.
   uint64_t token = 0;
   // Where the queue keeps the key; opaque to callers.
   uint32_t slot = 0;

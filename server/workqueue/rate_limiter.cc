@@ -30,6 +30,20 @@ int64_t RetryCounts::Get(absl::string_view key) {
   return it == counts_.end() ? 0 : it->second;
 }
 
+void RetryCounts::Set(absl::string_view key, int64_t count) {
+  MutexLock lock(&mu_);
+  if (count <= 0) {
+    counts_.erase(key);
+  } else {
+    counts_[key] = count;
+  }
+}
+
+void RetryCounts::ForEach(absl::FunctionRef<void(absl::string_view, int64_t)> f) {
+  MutexLock lock(&mu_);
+  for (const auto& [key, count] : counts_) f(key, count);
+}
+
 // ---- ItemExponentialFailureRateLimiter ----
 
 absl::StatusOr<std::unique_ptr<ItemExponentialFailureRateLimiter>>
@@ -132,6 +146,22 @@ int64_t MaxOfRateLimiter::NumRequeues(absl::string_view key) {
   int64_t most = 0;
   for (const auto& limiter : limiters_) most = std::max(most, limiter->NumRequeues(key));
   return most;
+}
+
+void MaxOfRateLimiter::ForEachRequeues(absl::FunctionRef<void(absl::string_view, int64_t)> f) {
+  // The count of a key is the largest any limiter holds (as NumRequeues answers).
+  absl::flat_hash_map<std::string, int64_t> most;
+  for (const auto& limiter : limiters_) {
+    limiter->ForEachRequeues([&](absl::string_view key, int64_t n) {
+      int64_t& m = most[key];
+      m = std::max(m, n);
+    });
+  }
+  for (const auto& [key, n] : most) f(key, n);
+}
+
+void MaxOfRateLimiter::SetRequeues(absl::string_view key, int64_t requeues) {
+  for (const auto& limiter : limiters_) limiter->SetRequeues(key, requeues);
 }
 
 // ---- DefaultControllerRateLimiter ----

@@ -27,6 +27,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
@@ -41,6 +42,11 @@ class RetryCounts {
   int64_t Increment(absl::string_view key);
   void Forget(absl::string_view key);
   int64_t Get(absl::string_view key);
+  // Sets the count of `key` (0 forgets it).
+  void Set(absl::string_view key, int64_t count);
+  // Calls `f` with every key that has a count, and its count (under the lock: `f` must not call
+  // back into this object).
+  void ForEach(absl::FunctionRef<void(absl::string_view, int64_t)> f);
 
  private:
   Mutex mu_;
@@ -53,6 +59,11 @@ class RateLimiter {
   virtual absl::Duration When(absl::string_view key) = 0;
   virtual void Forget(absl::string_view key) = 0;
   virtual int64_t NumRequeues(absl::string_view key) = 0;
+  // Retry history, so that a queue can replace its limiter without forgetting failures
+  // (RateLimitingQueue::SetRateLimiter): every key with a count, and setting a key's count.
+  // Limiters without per-key history (the bucket) have none.
+  virtual void ForEachRequeues(absl::FunctionRef<void(absl::string_view, int64_t)> f) {}
+  virtual void SetRequeues(absl::string_view key, int64_t requeues) {}
 };
 
 class ItemExponentialFailureRateLimiter final : public RateLimiter {
@@ -65,6 +76,10 @@ class ItemExponentialFailureRateLimiter final : public RateLimiter {
   absl::Duration When(absl::string_view key) override;
   void Forget(absl::string_view key) override;
   int64_t NumRequeues(absl::string_view key) override;
+  void ForEachRequeues(absl::FunctionRef<void(absl::string_view, int64_t)> f) override {
+    failures_.ForEach(f);
+  }
+  void SetRequeues(absl::string_view key, int64_t requeues) override { failures_.Set(key, requeues); }
 
  private:
   ItemExponentialFailureRateLimiter(absl::Duration base, absl::Duration max)
@@ -84,6 +99,10 @@ class ItemFastSlowRateLimiter final : public RateLimiter {
   absl::Duration When(absl::string_view key) override;
   void Forget(absl::string_view key) override;
   int64_t NumRequeues(absl::string_view key) override;
+  void ForEachRequeues(absl::FunctionRef<void(absl::string_view, int64_t)> f) override {
+    attempts_.ForEach(f);
+  }
+  void SetRequeues(absl::string_view key, int64_t requeues) override { attempts_.Set(key, requeues); }
 
  private:
   ItemFastSlowRateLimiter(absl::Duration fast, absl::Duration slow, int64_t max_fast_attempts)
@@ -128,6 +147,8 @@ class MaxOfRateLimiter final : public RateLimiter {
   absl::Duration When(absl::string_view key) override;
   void Forget(absl::string_view key) override;
   int64_t NumRequeues(absl::string_view key) override;
+  void ForEachRequeues(absl::FunctionRef<void(absl::string_view, int64_t)> f) override;
+  void SetRequeues(absl::string_view key, int64_t requeues) override;
 
  private:
   explicit MaxOfRateLimiter(std::vector<std::unique_ptr<RateLimiter>> limiters)

@@ -16,19 +16,26 @@ absl::StatusOr<std::unique_ptr<RateLimitingQueue>> RateLimitingQueue::Create(
 }
 
 RateLimitingQueue::RateLimitingQueue(QueueOptions options, std::unique_ptr<RateLimiter> limiter)
-    : DelayingQueue(std::move(options)), limiter_(std::move(limiter)) {}
+    : DelayingQueue(std::move(options)), limiter_(std::shared_ptr<RateLimiter>(std::move(limiter))) {}
 
 absl::Status RateLimitingQueue::AddRateLimited(absl::string_view key) {
   if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
   // Outside the queue lock: the limiter has its own.
-  absl::Duration delay = limiter_->When(key);
+  absl::Duration delay = limiter()->When(key);
   return AddAfter(key, delay);
 }
 
-void RateLimitingQueue::Forget(absl::string_view key) { limiter_->Forget(key); }
+void RateLimitingQueue::Forget(absl::string_view key) { limiter()->Forget(key); }
 
 int64_t RateLimitingQueue::NumRequeues(absl::string_view key) {
-  return limiter_->NumRequeues(key);
+  return limiter()->NumRequeues(key);
+}
+
+void RateLimitingQueue::SetRateLimiter(std::unique_ptr<RateLimiter> limiter) {
+  std::shared_ptr<RateLimiter> next(std::move(limiter));
+  this->limiter()->ForEachRequeues(
+      [&](absl::string_view key, int64_t n) { next->SetRequeues(key, n); });
+  limiter_.store(std::move(next), std::memory_order_release);
 }
 
 }  // namespace informerd::workqueue

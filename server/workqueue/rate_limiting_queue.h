@@ -16,6 +16,7 @@
 #ifndef INFORMERD_SERVER_WORKQUEUE_RATE_LIMITING_QUEUE_H_
 #define INFORMERD_SERVER_WORKQUEUE_RATE_LIMITING_QUEUE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 
@@ -36,10 +37,15 @@ class RateLimitingQueue final : public DelayingQueue {
   absl::Status AddRateLimited(absl::string_view key);
   void Forget(absl::string_view key);
   int64_t NumRequeues(absl::string_view key);
+  // Replaces the limiter, carrying every key's retry count over to the new one (keys waiting for
+  // a delay keep their deadline; later AddRateLimited calls use `limiter`). A retry recorded by
+  // a concurrent AddRateLimited while the counts are copied may be lost.
+  void SetRateLimiter(std::unique_ptr<RateLimiter> limiter);
 
  private:
   RateLimitingQueue(QueueOptions options, std::unique_ptr<RateLimiter> limiter);
-  const std::unique_ptr<RateLimiter> limiter_;
+  std::shared_ptr<RateLimiter> limiter() const { return limiter_.load(std::memory_order_acquire); }
+  std::atomic<std::shared_ptr<RateLimiter>> limiter_;
 };
 
 }  // namespace informerd::workqueue

@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run test test-cc test-sanitizers test-smoke test-go bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run test test-cc test-sanitizers test-smoke test-go test-proto bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -17,7 +17,7 @@ bootstrap:
 run: bootstrap
 	@tools/run
 
-test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke
+test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -30,6 +30,10 @@ test-sanitizers:
 # The daemon as users meet it: grpcurl through reflection against informerd + the fake API server.
 test-smoke:
 	tools/smoke_grpcurl
+
+# The API: buf lint (proto/buf.yaml) and buf breaking against the API before issue 9 (e355eab).
+test-proto:
+	tools/check_proto
 
 test-go:
 	@set -e; for m in $(GO_MODULES); do \

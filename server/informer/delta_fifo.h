@@ -11,7 +11,7 @@
 //   fifo->Update(obj);                      // reflector, per watch event
 //   fifo->Pop([&](Deltas& deltas, const PopContext& ctx) { Apply(deltas); return absl::OkStatus(); });
 //
-// Semantics (shared SEMANTICS.md §3):
+// Semantics (docs/semantics.md §3, "The delta FIFO"):
 //   * Delta types Added, Updated, Deleted, Replaced (Sync when emit_delta_type_replaced is off)
 //     and Sync (resync).
 //   * Replace(list, rv) queues Replaced for every listed object and, for every key known (to the

@@ -7,7 +7,7 @@
 //   reflector->Start();
 //   ReflectorStatus s = reflector->status();  // state, last error, last synced RV, counters
 //
-// The cycle (shared SEMANTICS.md §2), on the reflector's own thread:
+// The cycle (docs/semantics.md §2, "The reflector"), on the reflector's own thread:
 //   1. Sync. With use_streaming_list, a watch with sendInitialEvents=true: its events fill a
 //      temporary set until the bookmark annotated k8s.io/initial-events-end, then Replace, and the
 //      same stream goes on as the watch. If that fails (e.g. a server without WatchList), a

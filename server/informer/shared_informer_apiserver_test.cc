@@ -1,7 +1,7 @@
 // SharedInformer over ClientListerWatcher against testing/apiserver (a real process on a real
 // socket), one test per fault the fake server can inject: after each, the cache must hold exactly
 // the server's objects (keys, uids, resourceVersions), and the reflector must have recovered the
-// way SEMANTICS.md §2 says (relist or not).
+// way docs/semantics.md §2 ("When a watch ends") says (relist or not).
 #include <string>
 #include <thread>
 #include <vector>

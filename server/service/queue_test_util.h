@@ -67,6 +67,24 @@ class QueueServer {
     v1::QueueInfo out;
     return queues_stub_->CreateQueue(&ctx, req, info != nullptr ? info : &out);
   }
+  grpc::Status UpdateQueue(const v1::QueueSpec& spec, bool allow_missing = false,
+                           v1::QueueInfo* info = nullptr) {
+    grpc::ClientContext ctx;
+    v1::UpdateQueueRequest req;
+    *req.mutable_spec() = spec;
+    req.set_allow_missing(allow_missing);
+    v1::QueueInfo out;
+    return queues_stub_->UpdateQueue(&ctx, req, info != nullptr ? info : &out);
+  }
+  int64_t NumRequeues(const std::string& queue, const std::string& key) {
+    grpc::ClientContext ctx;
+    v1::NumRequeuesRequest req;
+    req.set_queue(queue);
+    req.set_key(key);
+    v1::NumRequeuesResponse resp;
+    EXPECT_TRUE(queues_stub_->NumRequeues(&ctx, req, &resp).ok());
+    return resp.requeues();
+  }
   grpc::Status Add(const std::string& queue, const std::vector<std::string>& keys) {
     grpc::ClientContext ctx;
     v1::AddRequest req;
@@ -106,14 +124,22 @@ class QueueServer {
 class WorkerStream {
  public:
   WorkerStream(v1::Work::Stub& stub, const std::string& queue, uint32_t max_in_flight,
-               uint32_t max_batch = 0) {
+               uint32_t max_batch = 0)
+      : WorkerStream(stub, StartOf(queue, max_in_flight, max_batch)) {}
+  WorkerStream(v1::Work::Stub& stub, const v1::Start& start) {
     stream_ = stub.Process(&ctx_);
-    v1::ProcessRequest start;
-    start.mutable_start()->set_queue(queue);
-    start.mutable_start()->set_max_in_flight(max_in_flight);
-    start.mutable_start()->set_max_batch(max_batch);
-    start.mutable_start()->set_worker_name("test");
-    stream_->Write(start);
+    v1::ProcessRequest request;
+    *request.mutable_start() = start;
+    stream_->Write(request);
+  }
+  static v1::Start StartOf(const std::string& queue, uint32_t max_in_flight,
+                           uint32_t max_batch = 0) {
+    v1::Start start;
+    start.set_queue(queue);
+    start.set_max_in_flight(max_in_flight);
+    start.set_max_batch(max_batch);
+    start.set_worker_name("test");
+    return start;
   }
   ~WorkerStream() {
     if (finished_) return;
@@ -126,9 +152,10 @@ class WorkerStream {
   // Next message, or false when the stream ended.
   bool Read(v1::ProcessResponse* r) { return stream_->Read(r); }
   // Reads until Started, then returns the stream id ("" if the stream ended).
-  std::string ReadStarted() {
+  std::string ReadStarted(v1::Started* started = nullptr) {
     v1::ProcessResponse r;
     if (!stream_->Read(&r) || !r.has_started()) return "";
+    if (started != nullptr) *started = r.started();
     return r.started().stream_id();
   }
   // Next batch of leases (skipping other messages); empty when the stream ended.
@@ -146,6 +173,36 @@ class WorkerStream {
   }
   bool Send(const v1::Lease& lease, v1::Outcome::Result result, int64_t after_ms = 0) {
     return Send({Outcome(lease.key(), lease.token(), result, after_ms)});
+  }
+  bool Drain() {
+    v1::ProcessRequest req;
+    req.mutable_drain();
+    return stream_->Write(req);
+  }
+  bool Heartbeat(const std::vector<v1::Lease>& leases) {
+    v1::ProcessRequest req;
+    for (const v1::Lease& l : leases) {
+      v1::LeaseRef* ref = req.mutable_heartbeat()->add_leases();
+      ref->set_key(l.key());
+      ref->set_token(l.token());
+    }
+    return stream_->Write(req);
+  }
+  // Next Refusals (skipping other messages); empty when the stream ended.
+  std::vector<v1::Refusal> ReadRefusals() {
+    v1::ProcessResponse r;
+    while (stream_->Read(&r)) {
+      if (r.has_refusals()) return {r.refusals().refusals().begin(), r.refusals().refusals().end()};
+    }
+    return {};
+  }
+  // The stream's final status after the server ended it (the client writes nothing more).
+  grpc::Status AwaitEnd() {
+    finished_ = true;
+    v1::ProcessResponse r;
+    while (stream_->Read(&r)) {
+    }
+    return stream_->Finish();
   }
   static v1::Outcome Outcome(const std::string& key, uint64_t token, v1::Outcome::Result result,
                              int64_t after_ms = 0) {

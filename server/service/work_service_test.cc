@@ -251,5 +251,246 @@ TEST(WorkServiceTest, ServerShutdownEndsStreamsAfterInFlightKeysFinish) {
   EXPECT_TRUE(st.ok() || st.error_code() == grpc::StatusCode::UNAVAILABLE) << st.error_message();
 }
 
+TEST(WorkServiceTest, ForgetAndRequeueAfterForgetsEarlierFailuresWhileRequeueAfterKeepsThem) {
+  QueueServer s;
+  v1::QueueSpec spec = Spec("q");
+  spec.mutable_rate_limiter()->mutable_exponential()->set_base_delay_ms(1);
+  spec.mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(2);
+  ASSERT_TRUE(s.CreateQueue(spec).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  // Two failures: the lease says so.
+  for (int i = 0; i < 2; ++i) {
+    std::vector<v1::Lease> l = w.ReadLeases();
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_EQ(l[0].requeues(), i);
+    ASSERT_TRUE(w.Send(l[0], v1::Outcome::RETRY));
+  }
+  // "Look again later" as a failure keeps the count ...
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].requeues(), 2);
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::REQUEUE_AFTER, 1));
+  l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].requeues(), 2);
+  // ... and after a success it starts over (controller-runtime's Result{RequeueAfter}).
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::FORGET_AND_REQUEUE_AFTER, 1));
+  l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].key(), "ns/a");
+  EXPECT_EQ(l[0].requeues(), 0);
+  EXPECT_EQ(s.NumRequeues("q", "ns/a"), 0);
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+}
+
+TEST(WorkServiceTest, DrainStopsDeliveriesAndEndsTheStreamOnceHeldKeysAreAnswered) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a", "ns/b"}).ok());
+  WorkerStream w(s.work(), "q", 2);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> held;
+  while (held.size() < 2) {
+    std::vector<v1::Lease> l = w.ReadLeases();
+    ASSERT_FALSE(l.empty());
+    held.insert(held.end(), l.begin(), l.end());
+  }
+  ASSERT_TRUE(w.Drain());
+  // Keys added now wait for another worker: this one has no credit any more.
+  ASSERT_TRUE(s.Add("q", {"ns/c"}).ok());
+  ASSERT_TRUE(Eventually([&] { return s.Len("q") == 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(w.Send(held[0], v1::Outcome::SUCCESS));
+  // Still holding one key: the stream stays open and the answer is applied.
+  ASSERT_TRUE(Eventually([&] { return s.State("q").in_flight() == 1; }, absl::Seconds(10)));
+  EXPECT_EQ(s.registry().Get("q").value()->Workers().at(0).draining, true);
+  ASSERT_TRUE(w.Send(held[1], v1::Outcome::SUCCESS));
+  grpc::Status end = w.AwaitEnd();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+  EXPECT_EQ(s.State("q").in_flight(), 0u);
+  EXPECT_EQ(s.Len("q"), 1u);  // ns/c, never handed to the draining stream
+  // Nothing was lost: another worker gets ns/c.
+  WorkerStream other(s.work(), "q", 1);
+  ASSERT_NE(other.ReadStarted(), "");
+  std::vector<v1::Lease> l = other.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_EQ(l[0].key(), "ns/c");
+}
+
+TEST(WorkServiceTest, DrainOfAStreamHoldingNothingEndsItAtOnce) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  WorkerStream w(s.work(), "q", 4);
+  ASSERT_NE(w.ReadStarted(), "");
+  ASSERT_TRUE(w.Drain());
+  grpc::Status end = w.AwaitEnd();
+  EXPECT_TRUE(end.ok()) << end.error_message();
+}
+
+TEST(WorkServiceTest, AnExpiredLeaseGoesToAnotherWorkerWithANewTokenAndItsLateOutcomeIsRefused) {
+  QueueServer s;
+  v1::QueueSpec spec = Spec("q");
+  spec.set_lease_timeout_ms(1000);
+  ASSERT_TRUE(s.CreateQueue(spec).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/hung"}).ok());
+  WorkerStream hung(s.work(), "q", 1);
+  v1::Started started;
+  ASSERT_NE(hung.ReadStarted(&started), "");
+  EXPECT_EQ(started.lease_timeout_ms(), 1000);
+  std::vector<v1::Lease> first = hung.ReadLeases();
+  ASSERT_EQ(first.size(), 1u);
+  // The hung worker never answers; after the timeout another worker gets the key.
+  WorkerStream other(s.work(), "q", 1);
+  ASSERT_NE(other.ReadStarted(), "");
+  std::vector<v1::Lease> second = other.ReadLeases();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].key(), "ns/hung");
+  EXPECT_GT(second[0].token(), first[0].token());
+  EXPECT_EQ(s.State("q").expired_leases(), 1u);
+  // The late outcome is refused and does not end the new holder's lease.
+  ASSERT_TRUE(hung.Send(first[0], v1::Outcome::SUCCESS));
+  std::vector<v1::Refusal> refused = hung.ReadRefusals();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].message(), HasSubstr("expired"));
+  EXPECT_EQ(s.State("q").in_flight(), 1u);
+  ASSERT_TRUE(other.Send(second[0], v1::Outcome::SUCCESS));
+  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
+}
+
+TEST(WorkServiceTest, HeartbeatsKeepALeaseFromExpiring) {
+  QueueServer s;
+  v1::QueueSpec spec = Spec("q");
+  spec.set_lease_timeout_ms(1000);
+  ASSERT_TRUE(s.CreateQueue(spec).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/slow"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  // Three timeouts' worth of work, with a heartbeat every 250 ms.
+  const absl::Time end = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < end) {
+    ASSERT_TRUE(w.Heartbeat(l));
+    absl::SleepFor(absl::Milliseconds(250));
+  }
+  EXPECT_EQ(s.State("q").expired_leases(), 0u);
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
+  // A heartbeat for a key not held is refused, naming it.
+  ASSERT_TRUE(w.Heartbeat(l));
+  std::vector<v1::Refusal> refused = w.ReadRefusals();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].message(), HasSubstr("ns/slow"));
+}
+
+TEST(WorkServiceTest, TokensKeepIncreasingAcrossARestartOfTheDaemon) {
+  uint64_t last = 0;
+  uint64_t first_epoch = 0;
+  {
+    QueueServer s;
+    ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+    ASSERT_TRUE(s.Add("q", {"ns/a", "ns/b", "ns/c"}).ok());
+    WorkerStream w(s.work(), "q", 8);
+    v1::Started started;
+    ASSERT_NE(w.ReadStarted(&started), "");
+    first_epoch = started.epoch();
+    EXPECT_GT(first_epoch, 0u);
+    size_t got = 0;
+    while (got < 3) {
+      for (const v1::Lease& l : w.ReadLeases()) {
+        EXPECT_GT(l.token(), first_epoch);
+        last = std::max(last, l.token());
+        ++got;
+      }
+    }
+  }
+  // A new registry (the daemon restarted): its epoch and every token are above the old tokens.
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  v1::Started started;
+  ASSERT_NE(w.ReadStarted(&started), "");
+  EXPECT_GT(started.epoch(), last);
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_GT(l[0].token(), last);
+}
+
+TEST(WorkServiceTest, UpdateQueueKeepsWaitingKeysHeldLeasesAndRetryCounts) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/held", "ns/failed"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  // ns/failed fails twice (the default limiter's 5 ms, 10 ms), then ns/held is held.
+  std::vector<v1::Lease> l;
+  for (int failures = 0; failures < 2;) {
+    l = w.ReadLeases();
+    ASSERT_EQ(l.size(), 1u);
+    if (l[0].key() == "ns/failed") {
+      ASSERT_TRUE(w.Send(l[0], v1::Outcome::RETRY));
+      ++failures;
+    } else {
+      ASSERT_TRUE(w.Send(l[0], v1::Outcome::RETRY));  // ns/held comes back too
+    }
+  }
+  ASSERT_TRUE(Eventually([&] { return s.NumRequeues("q", "ns/failed") == 2; }, absl::Seconds(10)));
+  // An equal spec is a no-op; a changed one is applied in place.
+  v1::QueueSpec next = Spec("q");
+  next.mutable_rate_limiter()->mutable_exponential()->set_base_delay_ms(1);
+  next.mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(1000);
+  next.set_lease_timeout_ms(60000);
+  v1::QueueInfo info;
+  ASSERT_TRUE(s.UpdateQueue(next, false, &info).ok());
+  EXPECT_EQ(info.spec().lease_timeout_ms(), 60000);
+  EXPECT_TRUE(info.spec().rate_limiter().has_exponential());
+  EXPECT_EQ(s.NumRequeues("q", "ns/failed"), 2);
+  EXPECT_EQ(s.State("q").workers(), 1u);
+  // The stream goes on: the next leases are answered without refusal, and the retry history
+  // carries on under the new limiter.
+  std::set<std::string> done;
+  while (done.size() < 2) {
+    l = w.ReadLeases();
+    ASSERT_EQ(l.size(), 1u);
+    ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+    done.insert(l[0].key());
+  }
+  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
+  EXPECT_EQ(s.State("q").depth(), 0u);
+  // UpdateQueue of a missing queue: NOT_FOUND, unless allow_missing.
+  EXPECT_EQ(s.UpdateQueue(Spec("other")).error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(s.UpdateQueue(Spec("other"), /*allow_missing=*/true).ok());
+  // A bad spec changes nothing and names the field.
+  v1::QueueSpec bad = Spec("q");
+  bad.set_lease_timeout_ms(5);
+  grpc::Status st = s.UpdateQueue(bad);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("spec.lease_timeout_ms"));
+}
+
+TEST(WorkServiceTest, BadHeartbeatsAndOutcomesAreRefusedAndTheStreamGoesOn) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a"}).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> l = w.ReadLeases();
+  ASSERT_EQ(l.size(), 1u);
+  v1::Lease stale = l[0];
+  stale.set_token(stale.token() - 1);
+  ASSERT_TRUE(w.Heartbeat({stale}));
+  std::vector<v1::Refusal> refused = w.ReadRefusals();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].message(), HasSubstr("stale token"));
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::FORGET_AND_REQUEUE_AFTER, -1));
+  refused = w.ReadRefusals();
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_THAT(refused[0].message(), HasSubstr("requeue_after_ms"));
+  ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
+  EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
+}
+
 }  // namespace
 }  // namespace informerd::service

@@ -69,7 +69,20 @@ void NamedQueue::Update(v1::QueueSpec spec, std::unique_ptr<workqueue::RateLimit
     if (limiter_changed) queue_->SetRateLimiter(std::move(limiter));
     leases_.SetLeaseTimeout(absl::Milliseconds(spec.lease_timeout_ms()));
     const bool resync_changed = spec.resync_period_ms() != spec_.resync_period_ms();
-    old.swap(bindings_);
+    // nullptr: keep the running binding of an equal source (QueueRegistry::Bind).
+    std::vector<bool> taken(bindings_.size(), false);
+    for (int i = 0; i < spec.sources_size(); ++i) {
+      if (bindings[i] != nullptr) continue;
+      const std::string wanted = spec.sources(i).SerializeAsString();
+      for (int j = 0; j < spec_.sources_size(); ++j) {
+        if (!taken[j] && spec_.sources(j).SerializeAsString() == wanted) {
+          taken[j] = true;
+          bindings[i] = std::move(bindings_[j]);
+          break;
+        }
+      }
+    }
+    old.swap(bindings_);  // what was not kept is unbound below
     bindings_ = std::move(bindings);
     spec_ = std::move(spec);
     if (resync_changed || old.empty() != bindings_.empty()) ArmResyncLocked();
@@ -228,10 +241,27 @@ absl::StatusOr<QueueRegistry::Built> QueueRegistry::Build(const v1::QueueSpec& i
   return built;
 }
 
-absl::StatusOr<NamedQueue::Bindings> QueueRegistry::Bind(const Built& built, NamedQueue* queue) {
+absl::StatusOr<NamedQueue::Bindings> QueueRegistry::Bind(const Built& built, NamedQueue* queue,
+                                                         const v1::QueueSpec* running) {
   NamedQueue::Bindings bindings;
-  for (const auto& mapper : built.mappers) {
-    auto b = pump_.Bind(mapper, KeySink{.queue = queue->queue_, .adds = queue->adds_},
+  std::vector<bool> reused(running != nullptr ? running->sources_size() : 0, false);
+  for (size_t i = 0; i < built.mappers.size(); ++i) {
+    // A source the running queue already has keeps its binding (nullptr here): it has mapped
+    // its objects already, and re-binding would enqueue them all again.
+    bool keep = false;
+    if (running != nullptr) {
+      const std::string wanted = built.spec.sources(i).SerializeAsString();
+      for (int j = 0; j < running->sources_size() && !keep; ++j) {
+        if (!reused[j] && running->sources(j).SerializeAsString() == wanted) {
+          reused[j] = keep = true;
+        }
+      }
+    }
+    if (keep) {
+      bindings.push_back(nullptr);
+      continue;
+    }
+    auto b = pump_.Bind(built.mappers[i], KeySink{.queue = queue->queue_, .adds = queue->adds_},
                         absl::StrCat("queue:", queue->name()));
     if (!b.ok()) return b.status();
     bindings.push_back(*std::move(b));
@@ -256,7 +286,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
   std::shared_ptr<NamedQueue> named(
       new NamedQueue(built.spec, std::shared_ptr<workqueue::RateLimitingQueue>(std::move(*queue)),
                      clock_, expirations));
-  auto bindings = Bind(built, named.get());
+  auto bindings = Bind(built, named.get(), /*running=*/nullptr);
   if (!bindings.ok()) {
     named->Close(bindings.status());
     return bindings.status();
@@ -296,7 +326,8 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
   }
   std::shared_ptr<NamedQueue> named = it->second;
   if (named->spec().SerializeAsString() == built->spec.SerializeAsString()) return named;
-  auto bindings = Bind(*built, named.get());
+  const v1::QueueSpec running = named->spec();
+  auto bindings = Bind(*built, named.get(), &running);
   if (!bindings.ok()) return bindings.status();
   named->Update(std::move(built->spec), std::move(built->limiter), *std::move(bindings));
   return named;

@@ -110,7 +110,8 @@ class NamedQueue {
              Clock* clock, Counter* expirations);
   // Starts the dispatcher thread and the resync timer; takes the bindings.
   void Start(Bindings bindings);
-  // Applies a new spec (already validated, its limiter and bindings built).
+  // Applies a new spec (already validated, its limiter and bindings built; a nullptr binding
+  // keeps the running binding of an equal source).
   void Update(v1::QueueSpec spec, std::unique_ptr<workqueue::RateLimiter> limiter,
               Bindings bindings);
   // Shuts the queue down, unbinds its sources, stops the dispatcher and closes every worker with
@@ -131,6 +132,7 @@ class NamedQueue {
   mutable Mutex mu_;
   v1::QueueSpec spec_ ABSL_GUARDED_BY(mu_);
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  // bindings_[i] feeds the queue from spec_.sources(i).
   Bindings bindings_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Timer> resync_timer_;  // created by Start, destroyed by Close
   std::thread dispatcher_;
@@ -166,7 +168,10 @@ class QueueRegistry {
   };
   // Validates `spec` and resolves everything it names; nothing is created or changed.
   absl::StatusOr<Built> Build(const v1::QueueSpec& spec) const;
-  absl::StatusOr<NamedQueue::Bindings> Bind(const Built& built, NamedQueue* queue);
+  // Binds `built`'s sources to `queue`; with the `running` spec of a queue being updated, a
+  // source it already has gets nullptr (NamedQueue::Update keeps its binding).
+  absl::StatusOr<NamedQueue::Bindings> Bind(const Built& built, NamedQueue* queue,
+                                            const v1::QueueSpec* running);
   absl::StatusOr<std::shared_ptr<NamedQueue>> CreateLocked(Built built)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -3,16 +3,21 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/eventually.h"
+#include "base/mutex.h"
 #include "client/fake_apiserver.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -405,6 +410,179 @@ queues:
     ASSERT_TRUE(worker.Answer(leases, v1::Outcome::SUCCESS));
   }
   EXPECT_EQ(reconciled.size(), 20u);
+}
+
+// What two worker processes printed (hold_worker --hold_ms): per key, the reconciles' intervals.
+class ReconcileLog {
+ public:
+  void Add(const std::string& line) {
+    std::vector<std::string> f = absl::StrSplit(line, ' ');
+    MutexLock lock(&mu_);
+    if (f[0] == "refused:") refusals_.push_back(line);
+    if (f.size() != 4 || (f[0] != "begin:" && f[0] != "end:")) return;
+    int64_t ns = 0;
+    if (!absl::SimpleAtoi(f[3], &ns)) return;
+    Interval& i = intervals_[f[1]][f[2]];  // key, token
+    (f[0] == "begin:" ? i.begin : i.end) = ns;
+  }
+  // Keys whose every reconcile has ended, at least once.
+  size_t Finished(const std::set<std::string>& keys) const {
+    MutexLock lock(&mu_);
+    size_t n = 0;
+    for (const std::string& k : keys) {
+      auto it = intervals_.find(k);
+      if (it == intervals_.end()) continue;
+      bool all_ended = true;
+      for (const auto& [token, i] : it->second) all_ended &= i.end != 0;
+      n += all_ended ? 1 : 0;
+    }
+    return n;
+  }
+  size_t begins() const {
+    MutexLock lock(&mu_);
+    size_t n = 0;
+    for (const auto& [k, by_token] : intervals_) n += by_token.size();
+    return n;
+  }
+  // The exclusion oracle: no key in two reconciles at once, whichever processes ran them.
+  std::vector<std::string> Overlaps() const {
+    MutexLock lock(&mu_);
+    std::vector<std::string> out;
+    for (const auto& [key, by_token] : intervals_) {
+      std::vector<Interval> v;
+      for (const auto& [token, i] : by_token) v.push_back(i);
+      std::sort(v.begin(), v.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+      for (size_t i = 1; i < v.size(); ++i) {
+        if (v[i].begin < v[i - 1].end) out.push_back(key);
+      }
+    }
+    return out;
+  }
+  std::vector<std::string> refusals() const {
+    MutexLock lock(&mu_);
+    return refusals_;
+  }
+
+ private:
+  struct Interval {
+    int64_t begin = 0;
+    int64_t end = 0;
+  };
+  mutable Mutex mu_;
+  std::map<std::string, std::map<std::string, Interval>> intervals_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> refusals_ ABSL_GUARDED_BY(mu_);
+};
+
+// A rolling upgrade: two worker processes share a queue; "version 2" updates the queue's spec
+// (a new source, another limiter, a lease timeout) while keys are held; the churn goes on. Every
+// object is reconciled, none twice at once, no outcome is refused.
+TEST(DaemonTest, ARollingUpgradeUpdatesTheQueueWhileKeysAreHeldAndLosesOrDoublesNoKey) {
+  const std::string ns = "daemon-upgrade";
+  ASSERT_TRUE(Seed(ns, 40).ok());
+  ASSERT_TRUE(ApiServer()
+                  ->Control("POST", "/_fake/seed",
+                            absl::StrCat(R"({"resource":"deployments.apps","namespace":")", ns,
+                                         R"(","count":10,"prefix":"dep"})"))
+                  .ok());
+  absl::StatusOr<Daemon> d = StartDaemon({"--config=" + WriteConfig("upgrade", ClusterConfig())});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto informers = v1::Informers::NewStub(d->channel);
+  auto ensure = [&](const std::string& group, const std::string& resource) {
+    grpc::ClientContext ctx;
+    v1::EnsureInformerRequest req;
+    req.mutable_spec()->mutable_resource()->set_group(group);
+    req.mutable_spec()->mutable_resource()->set_version("v1");
+    req.mutable_spec()->mutable_resource()->set_resource(resource);
+    req.mutable_spec()->set_namespace_(ns);
+    v1::InformerInfo info;
+    EXPECT_TRUE(informers->EnsureInformer(&ctx, req, &info).ok());
+    grpc::ClientContext wait_ctx;
+    v1::WaitForSyncRequest wait;
+    wait.set_informer_id(info.id());
+    wait.set_timeout_ms(30000);
+    EXPECT_TRUE(informers->WaitForSync(&wait_ctx, wait, &info).ok());
+    return info.id();
+  };
+  const std::string cms = ensure("", "configmaps");
+  const std::string deps = ensure("apps", "deployments");
+  auto queues = v1::Queues::NewStub(d->channel);
+  v1::QueueSpec v1_spec;
+  v1_spec.set_name("upgrade");
+  v1_spec.add_sources()->set_informer_id(cms);
+  {
+    grpc::ClientContext ctx;
+    v1::CreateQueueRequest req;
+    *req.mutable_spec() = v1_spec;
+    v1::QueueInfo info;
+    ASSERT_TRUE(queues->CreateQueue(&ctx, req, &info).ok());
+  }
+  ReconcileLog log;
+  std::vector<std::unique_ptr<Subprocess>> workers;
+  std::vector<std::thread> readers;
+  std::atomic<bool> stop{false};
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<std::unique_ptr<Subprocess>> w =
+        Subprocess::Start({Runfile("server/testing/hold_worker"), "--target=" + d->grpc,
+                           "--queue=upgrade", "--max_in_flight=4", "--answer", "--hold_ms=50"});
+    ASSERT_TRUE(w.ok()) << w.status();
+    workers.push_back(*std::move(w));
+  }
+  for (auto& w : workers) {
+    readers.emplace_back([&, p = w.get()] {
+      while (!stop.load()) {
+        absl::StatusOr<std::string> line = p->ReadLine(absl::Milliseconds(200));
+        if (line.ok()) log.Add(*line);
+      }
+    });
+  }
+  // Version 2 while keys are held: Deployments too, another limiter, a lease timeout.
+  ASSERT_TRUE(Eventually([&] { return log.begins() >= 8; }, absl::Seconds(30)));
+  v1::QueueSpec v2_spec = v1_spec;
+  v2_spec.add_sources()->set_informer_id(deps);
+  v2_spec.mutable_rate_limiter()->mutable_exponential()->set_base_delay_ms(10);
+  v2_spec.mutable_rate_limiter()->mutable_exponential()->set_max_delay_ms(10000);
+  v2_spec.set_lease_timeout_ms(30000);
+  {
+    grpc::ClientContext ctx;
+    v1::UpdateQueueRequest req;
+    *req.mutable_spec() = v2_spec;
+    v1::QueueInfo info;
+    grpc::Status st = queues->UpdateQueue(&ctx, req, &info);
+    ASSERT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(info.spec().sources_size(), 2);
+  }
+  // Churn after the update: new ConfigMaps.
+  ASSERT_TRUE(ApiServer()
+                  ->Control("POST", "/_fake/seed",
+                            absl::StrCat(R"({"resource":"configmaps","namespace":")", ns,
+                                         R"(","count":10,"prefix":"late"})"))
+                  .ok());
+  std::set<std::string> want;
+  {
+    auto list = [&](const std::string& id, int n) {
+      grpc::ClientContext ctx;
+      v1::ListRequest req;
+      req.set_informer_id(id);
+      auto reader = informers->List(&ctx, req);
+      v1::ListResponse batch;
+      while (reader->Read(&batch)) {
+        for (const v1::Object& o : batch.objects()) want.insert(o.metadata().key());
+      }
+      EXPECT_TRUE(reader->Finish().ok());
+    };
+    ASSERT_TRUE(Eventually([&] {
+      want.clear();
+      list(cms, 50);
+      list(deps, 10);
+      return want.size() == 60;
+    }, absl::Seconds(30)));
+  }
+  EXPECT_TRUE(Eventually([&] { return log.Finished(want) == want.size(); }, absl::Seconds(60)))
+      << log.Finished(want) << " of " << want.size() << " reconciled";
+  stop = true;
+  for (auto& r : readers) r.join();
+  EXPECT_THAT(log.Overlaps(), ::testing::IsEmpty());
+  EXPECT_THAT(log.refusals(), ::testing::IsEmpty());
 }
 
 }  // namespace

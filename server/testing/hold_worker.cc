@@ -1,10 +1,18 @@
 // hold_worker: a worker process for end-to-end tests. It opens a Work stream on a queue and prints
 // "held: KEY TOKEN" for every key it receives, answering none (a worker stuck mid-item), until it
 // is killed. With --answer it answers each key with SUCCESS instead and prints "done: KEY".
+// With --answer and --hold_ms it "reconciles" each batch for that long first, printing
+// "begin: KEY TOKEN NS" and "end: KEY TOKEN NS" around it (NS: CLOCK_MONOTONIC nanoseconds, the
+// same clock in every process of the machine, so an oracle can compare workers' logs). Refused
+// outcomes print "refused: KEY TOKEN MESSAGE".
 //
-//   hold_worker --target=127.0.0.1:7470 --queue=q --max_in_flight=4 [--answer]
+//   hold_worker --target=127.0.0.1:7470 --queue=q --max_in_flight=4 [--answer [--hold_ms=20]]
+#include <time.h>
+
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <thread>
 #include <map>
 #include <string>
 
@@ -28,6 +36,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool answer = flags.count("answer") > 0;
+  int hold_ms = 0;
+  if (flags.count("hold_ms") && !absl::SimpleAtoi(flags["hold_ms"], &hold_ms)) {
+    std::fprintf(stderr, "hold_worker: bad --hold_ms\n");
+    return 2;
+  }
+  auto now_ns = [] {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
+  };
   auto channel = grpc::CreateChannel(flags["target"], grpc::InsecureChannelCredentials());
   auto stub = informerd::v1::Work::NewStub(channel);
   grpc::ClientContext context;
@@ -45,9 +63,25 @@ int main(int argc, char** argv) {
     if (response.has_started()) {
       std::printf("started: %s\n", response.started().stream_id().c_str());
     }
+    for (const informerd::v1::Refusal& r : response.refusals().refusals()) {
+      std::printf("refused: %s %llu %s\n", r.key().c_str(),
+                  static_cast<unsigned long long>(r.token()), r.message().c_str());
+    }
     if (!response.has_leases()) {
       std::fflush(stdout);
       continue;
+    }
+    if (answer && hold_ms > 0) {
+      for (const informerd::v1::Lease& lease : response.leases().leases()) {
+        std::printf("begin: %s %llu %lld\n", lease.key().c_str(),
+                    static_cast<unsigned long long>(lease.token()), now_ns());
+      }
+      std::fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(hold_ms));
+      for (const informerd::v1::Lease& lease : response.leases().leases()) {
+        std::printf("end: %s %llu %lld\n", lease.key().c_str(),
+                    static_cast<unsigned long long>(lease.token()), now_ns());
+      }
     }
     informerd::v1::ProcessRequest outcomes;
     for (const informerd::v1::Lease& lease : response.leases().leases()) {

@@ -49,4 +49,12 @@ KubeApiServer::~KubeApiServer() {
   }
 }
 
+absl::Status CreateNamespace(Client& client, const std::string& name) {
+  return client
+      .Create({"", "v1", "namespaces"}, "",
+              absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")", name,
+                           "\"}}"))
+      .status();
+}
+
 }  // namespace informerd::client::testing

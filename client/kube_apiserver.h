@@ -12,6 +12,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/status.h"
+#include "client/client.h"
+
 namespace informerd::client::testing {
 
 class KubeApiServer {
@@ -29,6 +32,9 @@ class KubeApiServer {
   std::string kubeconfig_;
   int pid_ = 0;
 };
+
+// Creates namespace `name` through `client` (tests give each case a namespace of its own).
+absl::Status CreateNamespace(Client& client, const std::string& name);
 
 }  // namespace informerd::client::testing
 

@@ -26,7 +26,6 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 const GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
-const GroupVersionResource kNamespaces{"", "v1", "namespaces"};
 
 using testing::KubeApiServer;
 
@@ -81,11 +80,7 @@ class KubeTest : public ::testing::Test {
     server_ = nullptr;
   }
   absl::Status CreateNamespace(const std::string& name) {
-    return client_
-        ->Create(kNamespaces, "",
-                 absl::StrCat(R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")",
-                              name, "\"}}"))
-        .status();
+    return client::testing::CreateNamespace(*client_, name);
   }
 
   void SetUp() override {

@@ -18,23 +18,22 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/informer/apiserver_fixture.h"
-#include "server/service/clusters.h"
-#include "server/service/informer_registry.h"
-#include "server/service/queue_test_util.h"
-#include "server/service/source_lookups.h"
+#include "server/service/source_test_util.h"
 
 namespace informerd::service {
 namespace {
 
 using ::testing::HasSubstr;
 using informer::testing::ApiServerFixture;
+using testing::CreateDeployment;
+using testing::PatchDeploymentStatus;
 using testing::QueueServer;
+using testing::ScaleDeployment;
+using testing::SourceHarness;
 using testing::Spec;
 using testing::WorkerStream;
 
 const client::GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
-const client::GroupVersionResource kDeployments{"apps", "v1", "deployments"};
-const client::GroupVersionResource kNamespaces{"", "v1", "namespaces"};
 
 class QueueSourceTest : public ::testing::Test {
  protected:
@@ -42,112 +41,37 @@ class QueueSourceTest : public ::testing::Test {
   void SetUpClusters(const std::string& ns) {
     fixture_ = std::make_unique<ApiServerFixture>(ns);
     ASSERT_TRUE(fixture_->Seed(0).ok());  // the namespace
+    std::vector<ClusterOptions> clusters;
     for (const char* name : {"test", "east"}) {
-      ASSERT_TRUE(clusters_
-                      .Add({.name = name,
-                            .config = ApiServerFixture::Server()->config(),
-                            .is_default = std::string(name) == "test",
-                            .user_agent = fixture_->user_agent()})
-                      .ok());
+      clusters.push_back({.name = name,
+                          .config = ApiServerFixture::Server()->config(),
+                          .user_agent = fixture_->user_agent()});
     }
-    InformerRegistryOptions options;
-    options.backoff.initial = absl::Milliseconds(20);
-    options.backoff.max = absl::Milliseconds(400);
-    informers_ = std::make_unique<InformerRegistry>(&clusters_, options);
-    server_ = std::make_unique<QueueServer>(InformerSourceLookups(informers_.get(), &clusters_));
-  }
-  void TearDown() override {
-    server_.reset();
-    informers_.reset();
+    harness_ = std::make_unique<SourceHarness>(std::move(clusters));
+    server_ = &harness_->server();
   }
 
-  // Ensures an informer and waits until it has synced; returns its id.
+  // An informer of this test's namespace.
   std::string Informer(const std::string& resource, const std::string& group = "",
-                       const std::string& cluster = "", const std::string& ns = "") {
-    v1::InformerSpec spec;
-    spec.set_cluster(cluster);
-    spec.mutable_resource()->set_group(group);
-    spec.mutable_resource()->set_version("v1");
-    spec.mutable_resource()->set_resource(resource);
-    spec.set_namespace_(ns.empty() && resource != "namespaces" ? fixture_->ns() : ns);
-    absl::StatusOr<InformerRegistry::Entry> e = informers_->Ensure(spec);
-    EXPECT_TRUE(e.ok()) << e.status();
-    if (!e.ok()) return "";
-    EXPECT_TRUE(Eventually([&] { return e->informer->HasSynced(); }));
-    return e->id;
+                       const std::string& cluster = "") {
+    return harness_->Informer(group, resource, resource == "namespaces" ? "" : ns(), cluster);
   }
-
   client::Client& kube() { return fixture_->verify_client(); }
   const std::string& ns() const { return fixture_->ns(); }
-
-  absl::Status CreateDeployment(const std::string& name, int replicas = 1) {
-    return kube()
-        .Create(kDeployments, ns(),
-                absl::StrCat(R"({"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":")",
-                             name, R"("},"spec":{"replicas":)", replicas,
-                             R"(,"selector":{"matchLabels":{"app":")", name,
-                             R"("}},"template":{"metadata":{"labels":{"app":")", name,
-                             R"("}},"spec":{"containers":[{"name":"c","image":"i"}]}}}})"))
-        .status();
-  }
-  absl::Status ScaleDeployment(const std::string& name, int replicas) {
-    return kube()
-        .Patch(kDeployments, ns(), name, client::PatchType::kMerge,
-               absl::StrCat(R"({"spec":{"replicas":)", replicas, "}}"))
-        .status();
-  }
-  // A write to the status subresource only (metadata.generation stays).
-  absl::Status PatchDeploymentStatus(const std::string& name, int observed) {
-    client::HttpRequest request;
-    request.method = "PATCH";
-    request.path = absl::StrCat("/apis/apps/v1/namespaces/", ns(), "/deployments/", name, "/status");
-    request.headers = {{"Content-Type", "application/merge-patch+json"}};
-    request.body = absl::StrCat(R"({"status":{"observedGeneration":)", observed, "}}");
-    return kube().Send(std::move(request)).status();
-  }
-
-  // Leases until `want` is among them (answering each with SUCCESS); the keys seen, in order.
   static std::vector<std::string> TakeUntil(WorkerStream& w, const std::string& want) {
-    std::vector<std::string> seen;
-    for (;;) {
-      std::vector<v1::Lease> l = w.ReadLeases();
-      if (l.empty()) {
-        ADD_FAILURE() << "stream ended before " << want;
-        return seen;
-      }
-      bool found = false;
-      for (const v1::Lease& x : l) {
-        seen.push_back(x.key());
-        found |= x.key() == want;
-        EXPECT_TRUE(w.Send(x, v1::Outcome::SUCCESS));
-      }
-      if (found) return seen;
-    }
+    return SourceHarness::TakeUntil(w, want);
   }
-
-  // Takes and answers leases until `n` distinct keys were seen (the informers' initial objects).
-  static void TakeInitial(WorkerStream& w, size_t n) {
-    std::set<std::string> keys;
-    while (keys.size() < n) {
-      std::vector<v1::Lease> l = w.ReadLeases();
-      ASSERT_FALSE(l.empty());
-      for (const v1::Lease& x : l) {
-        keys.insert(x.key());
-        ASSERT_TRUE(w.Send(x, v1::Outcome::SUCCESS));
-      }
-    }
-  }
+  static void TakeInitial(WorkerStream& w, size_t n) { SourceHarness::TakeInitial(w, n); }
 
   std::unique_ptr<ApiServerFixture> fixture_;
-  Clusters clusters_;
-  std::unique_ptr<InformerRegistry> informers_;
-  std::unique_ptr<QueueServer> server_;
+  std::unique_ptr<SourceHarness> harness_;
+  QueueServer* server_ = nullptr;
 };
 
 TEST_F(QueueSourceTest, TheGenerationPredicateDropsStatusOnlyWritesAndPassesSpecChanges) {
   SetUpClusters("source-generation");
-  ASSERT_TRUE(CreateDeployment("web").ok());
-  ASSERT_TRUE(CreateDeployment("sentinel").ok());
+  ASSERT_TRUE(CreateDeployment(kube(), ns(), "web").ok());
+  ASSERT_TRUE(CreateDeployment(kube(), ns(), "sentinel").ok());
   const std::string deployments = Informer("deployments", "apps");
   v1::QueueSpec spec = Spec("deploys");
   v1::QueueSource* src = spec.add_sources();
@@ -163,12 +87,12 @@ TEST_F(QueueSourceTest, TheGenerationPredicateDropsStatusOnlyWritesAndPassesSpec
   // Status-only writes of web, then a spec change of the sentinel. Events reach the queue in the
   // order the cache changed, so once the sentinel's key arrives every status write of web has
   // been looked at; none may have enqueued web.
-  for (int i = 0; i < kWrites; ++i) ASSERT_TRUE(PatchDeploymentStatus("web", i).ok());
-  ASSERT_TRUE(ScaleDeployment("sentinel", 2).ok());
+  for (int i = 0; i < kWrites; ++i) ASSERT_TRUE(PatchDeploymentStatus(kube(), ns(), "web", i).ok());
+  ASSERT_TRUE(ScaleDeployment(kube(), ns(), "sentinel", 2).ok());
   EXPECT_THAT(TakeUntil(w, sentinel), ::testing::ElementsAre(sentinel));
   // Every spec change passes.
   for (int i = 0; i < kWrites; ++i) {
-    ASSERT_TRUE(ScaleDeployment("web", 3 + i).ok());
+    ASSERT_TRUE(ScaleDeployment(kube(), ns(), "web", 3 + i).ok());
     EXPECT_THAT(TakeUntil(w, web), ::testing::ElementsAre(web)) << "spec change " << i;
   }
 }
@@ -357,7 +281,7 @@ TEST_F(QueueSourceTest, LeaseBatchesOfLargeObjectsFitAClientsDefaultReceiveLimit
 TEST_F(QueueSourceTest, UpdateQueueAddsASourceWhileAKeyIsHeld) {
   SetUpClusters("source-update");
   ASSERT_TRUE(fixture_->Create("cm").ok());
-  ASSERT_TRUE(CreateDeployment("web").ok());
+  ASSERT_TRUE(CreateDeployment(kube(), ns(), "web").ok());
   const std::string cms = Informer("configmaps");
   const std::string deployments = Informer("deployments", "apps");
   v1::QueueSpec spec = Spec("grow");

@@ -92,19 +92,23 @@ void NamedQueue::Update(v1::QueueSpec spec, std::unique_ptr<workqueue::RateLimit
 }
 
 void NamedQueue::OnResync() {
-  // Resync bypasses predicates: every object of every source maps again.
-  MutexLock lock(&mu_);
-  for (const auto& b : bindings_) {
+  // Resync bypasses predicates: every object of every source maps again. The mappers and sinks
+  // are copied under the lock and used outside it, so a resync of a large informer does not hold
+  // up Update, spec() or Close.
+  std::vector<std::pair<std::shared_ptr<const SourceMapper>, KeySink>> sources;
+  {
+    MutexLock lock(&mu_);
+    for (const auto& b : bindings_) sources.emplace_back(b->mapper_ptr(), b->sink());
+    ArmResyncLocked();
+  }
+  for (const auto& [mapper, sink] : sources) {
     // Copy first: ForEach holds the store's lock, and an index lookup may read this very store.
     std::vector<informer::ObjectPtr> objects;
-    b->mapper().informer()->store().ForEach(
-        [&](const informer::ObjectPtr& o) { objects.push_back(o); });
-    const KeySink& sink = b->sink();
+    mapper->informer()->store().ForEach([&](const informer::ObjectPtr& o) { objects.push_back(o); });
     for (const auto& o : objects) {
-      b->mapper().Map(*o, [&sink](absl::string_view key) { sink.Enqueue(key); });
+      mapper->Map(*o, [&sink = sink](absl::string_view key) { sink.Enqueue(key); });
     }
   }
-  ArmResyncLocked();
 }
 
 void NamedQueue::Close(const absl::Status& status) {

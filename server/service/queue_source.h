@@ -129,6 +129,7 @@ class SourceBinding {
   SourceBinding& operator=(const SourceBinding&) = delete;
 
   const SourceMapper& mapper() const { return *state_->mapper; }
+  const std::shared_ptr<const SourceMapper>& mapper_ptr() const { return state_->mapper; }
   const KeySink& sink() const { return state_->sink; }
 
  private:

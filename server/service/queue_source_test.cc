@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "base/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -276,6 +277,26 @@ TEST_F(QueueSourceTest, LeaseBatchesOfLargeObjectsFitAClientsDefaultReceiveLimit
     }
   }
   EXPECT_GE(batches, kObjects / 2);
+}
+
+TEST_F(QueueSourceTest, ResyncEnqueuesEveryObjectAgainWhateverThePredicatesSay) {
+  SetUpClusters("source-resync");
+  ASSERT_TRUE(CreateDeployment(kube(), ns(), "web").ok());
+  const std::string deployments = Informer("deployments", "apps");
+  v1::QueueSpec spec = Spec("resync");
+  v1::QueueSource* src = spec.add_sources();
+  src->set_informer_id(deployments);
+  src->add_predicates()->mutable_generation_changed();
+  spec.set_resync_period_ms(1000);
+  ASSERT_TRUE(server_->CreateQueue(spec).ok());
+  WorkerStream w(server_->work(), "resync", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(TakeUntil(w, ns() + "/web"), ::testing::ElementsAre(ns() + "/web"));
+  // Nothing changes; the resync brings the key back (twice, to see the timer re-armed).
+  EXPECT_THAT(TakeUntil(w, ns() + "/web"), ::testing::ElementsAre(ns() + "/web"));
+  EXPECT_THAT(TakeUntil(w, ns() + "/web"), ::testing::ElementsAre(ns() + "/web"));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(1900));
 }
 
 TEST_F(QueueSourceTest, UpdateQueueAddsASourceWhileAKeyIsHeld) {

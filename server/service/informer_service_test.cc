@@ -439,6 +439,12 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   ASSERT_TRUE(CreateLabelled("web-1", "web").ok());
   ASSERT_TRUE(CreateLabelled("web-2", "web").ok());
   ASSERT_TRUE(CreateLabelled("api-1", "api").ok());
+  ASSERT_TRUE(fixture_->verify_client()
+                  .Create(kConfigMaps, fixture_->ns(),
+                          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held",)"
+                          R"("labels":{"app":"held"},"annotations":{"team":"platform",)"
+                          R"("note":"line\nnext"},"finalizers":["example.com/hold","example.com/b"]}})")
+                  .ok());
   v1::InformerSpec spec = ConfigMapSpec();
   v1::IndexSpec* index = spec.add_indexes();
   index->set_name("by-app");
@@ -459,6 +465,23 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
     EXPECT_FALSE(response.object().metadata().uid().empty());
     EXPECT_THAT(response.object().json(), HasSubstr("\"web-1\""));
     EXPECT_FALSE(response.resource_version().empty());
+    EXPECT_FALSE(response.object().metadata().creation_timestamp().empty());
+    EXPECT_TRUE(response.object().metadata().annotations().empty());
+    EXPECT_TRUE(response.object().metadata().finalizers().empty());
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetRequest r;
+    r.set_informer_id(id);
+    r.set_key(absl::StrCat(fixture_->ns(), "/held"));
+    v1::GetResponse response;
+    ASSERT_TRUE(stub_->Get(&c, r, &response).ok());
+    ASSERT_TRUE(response.found());
+    const v1::ObjectMeta& meta = response.object().metadata();
+    EXPECT_EQ(meta.annotations().at("team"), "platform");
+    EXPECT_EQ(meta.annotations().at("note"), "line\nnext");
+    EXPECT_THAT(meta.finalizers(), ::testing::ElementsAre("example.com/hold", "example.com/b"));
+    EXPECT_THAT(meta.creation_timestamp(), ::testing::MatchesRegex("[0-9-]+T[0-9:]+Z"));
   }
   {
     grpc::ClientContext c;
@@ -474,9 +497,9 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   r.set_informer_id(id);
   int messages = 0;
   r.set_batch_size(1);
-  EXPECT_EQ(ListAll(r, &s, &messages).size(), 3u);
+  EXPECT_EQ(ListAll(r, &s, &messages).size(), 4u);
   EXPECT_TRUE(s.ok());
-  EXPECT_EQ(messages, 3);
+  EXPECT_EQ(messages, 4);
   r.set_batch_size(0);
   r.set_label_selector("app=web");
   EXPECT_EQ(ListAll(r, &s).size(), 2u);
@@ -485,7 +508,7 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   EXPECT_EQ(ListAll(r, &s).size(), 1u);
   r.set_field_selector("");
   r.set_namespace_(fixture_->ns());
-  EXPECT_EQ(ListAll(r, &s).size(), 3u);
+  EXPECT_EQ(ListAll(r, &s).size(), 4u);
   r.set_namespace_("elsewhere");
   EXPECT_EQ(ListAll(r, &s).size(), 0u);
   EXPECT_TRUE(s.ok());
@@ -521,9 +544,9 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
 
   // A byte cap smaller than any object: each object comes alone.
   r.set_max_batch_bytes(1);
-  EXPECT_EQ(ListAll(r, &s, &messages).size(), 3u);
+  EXPECT_EQ(ListAll(r, &s, &messages).size(), 4u);
   EXPECT_TRUE(s.ok());
-  EXPECT_EQ(messages, 3);
+  EXPECT_EQ(messages, 4);
 }
 
 TEST_F(InformerServiceTest, WatchSendsTheSnapshotThenSyncedThenLiveEvents) {

@@ -136,7 +136,25 @@ absl::Status ObjectParser::ReadOwner(od::value value, Owner* owner) {
   return absl::OkStatus();
 }
 
-absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) {
+absl::Status ObjectParser::ReadFinalizers(od::value value) {
+  od::json_type type;
+  if (auto err = value.type().get(type)) return JsonError("metadata.finalizers", err);
+  if (type == od::json_type::null) return absl::OkStatus();
+  od::array arr;
+  if (type != od::json_type::array || value.get_array().get(arr)) {
+    return FieldError("metadata.finalizers", "not an array");
+  }
+  for (auto item : arr) {
+    od::value v;
+    if (auto err = item.get(v)) return JsonError("metadata.finalizers", err);
+    Str finalizer;
+    if (absl::Status s = ReadString(v, &finalizer, "metadata.finalizers[]"); !s.ok()) return s;
+    finalizers_.push_back(finalizer);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectParser::ReadMetadata(od::value value, bool read_initial_events_end) {
   od::object meta;
   if (auto err = value.get_object().get(meta)) {
     return FieldError("metadata",
@@ -158,6 +176,10 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
       s = ReadString(v, &fields_.resource_version, "metadata.resourceVersion");
     } else if (key.unsafe_is_equal("deletionTimestamp")) {
       s = ReadString(v, &fields_.deletion_timestamp, "metadata.deletionTimestamp");
+    } else if (key.unsafe_is_equal("creationTimestamp")) {
+      s = ReadString(v, &fields_.creation_timestamp, "metadata.creationTimestamp");
+    } else if (key.unsafe_is_equal("finalizers")) {
+      s = ReadFinalizers(v);
     } else if (key.unsafe_is_equal("generation")) {
       od::json_type type;
       if (auto err = v.type().get(type)) return JsonError("metadata.generation", err);
@@ -166,8 +188,7 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
           return FieldError("metadata.generation", "not an integer");
         }
       }
-    } else if (key.unsafe_is_equal("labels") ||
-               (read_annotations && key.unsafe_is_equal("annotations"))) {
+    } else if (key.unsafe_is_equal("labels") || key.unsafe_is_equal("annotations")) {
       const bool labels = key.unsafe_is_equal("labels");
       const char* what = labels ? "metadata.labels" : "metadata.annotations";
       od::json_type type;
@@ -194,11 +215,10 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_annotations) 
           return FieldError(absl::StrCat(what, "[\"", absl::string_view(k.value.data(), k.value.size()), "\"]"),
                             "not a string");
         }
-        if (labels) {
-          k.raw = Unescaped(k.value, raw_key.raw());
-          val.raw = Unescaped(val.value, raw_value);
-          labels_.emplace_back(k, val);
-        } else if (k.value == "k8s.io/initial-events-end") {
+        k.raw = Unescaped(k.value, raw_key.raw());
+        val.raw = Unescaped(val.value, raw_value);
+        (labels ? labels_ : annotations_).emplace_back(k, val);
+        if (!labels && read_initial_events_end && k.value == "k8s.io/initial-events-end") {
           fields_.initial_events_end = val.value == "true";
         }
       }
@@ -228,7 +248,9 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     bool* initial_events_end) {
   fields_ = Fields();
   labels_.clear();
+  annotations_.clear();
   owners_.clear();
+  finalizers_.clear();
 
   const char* begin = value.raw_json_token().data();
   od::object obj;
@@ -261,11 +283,11 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
   }
 
   const bool inject = fields_.kind.value.empty() && !options.default_kind.empty();
-  if (labels_.size() > 1 &&
-      !std::is_sorted(labels_.begin(), labels_.end(),
-                      [](const auto& a, const auto& b) { return a.first.value < b.first.value; })) {
-    std::sort(labels_.begin(), labels_.end(),
-              [](const auto& a, const auto& b) { return a.first.value < b.first.value; });
+  for (std::vector<std::pair<Str, Str>>* map : {&labels_, &annotations_}) {
+    auto by_key = [](const auto& a, const auto& b) { return a.first.value < b.first.value; };
+    if (map->size() > 1 && !std::is_sorted(map->begin(), map->end(), by_key)) {
+      std::sort(map->begin(), map->end(), by_key);
+    }
   }
 
   // The JSON bytes: `prefix` (kind/apiVersion prepended for list items) then `body`.
@@ -325,6 +347,7 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
   fields[Object::kUid] = &fields_.uid;
   fields[Object::kResourceVersion] = &fields_.resource_version;
   fields[Object::kDeletionTimestamp] = &fields_.deletion_timestamp;
+  fields[Object::kCreationTimestamp] = &fields_.creation_timestamp;
   for (const Str* f : fields) {
     if (f->value.size() > kMax16) return FieldError("object", "a metadata string is longer than 65535 bytes");
     count(*f);
@@ -335,13 +358,22 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
                  : fields_.name.value.size();
   if (key_size > kMax16) return FieldError("metadata.name", "the key is longer than 65535 bytes");
   if (labels_.size() > kMax16) return FieldError("metadata.labels", "more than 65535 labels");
+  if (annotations_.size() > kMax16) {
+    return FieldError("metadata.annotations", "more than 65535 annotations");
+  }
   if (owners_.size() > kMax16) {
     return FieldError("metadata.ownerReferences", "more than 65535 owner references");
   }
-  for (const auto& [k, v] : labels_) {
-    count(k);
-    count(v);
+  if (finalizers_.size() > kMax16) {
+    return FieldError("metadata.finalizers", "more than 65535 finalizers");
   }
+  for (const std::vector<std::pair<Str, Str>>* map : {&labels_, &annotations_}) {
+    for (const auto& [k, v] : *map) {
+      count(k);
+      count(v);
+    }
+  }
+  for (const Str& f : finalizers_) count(f);
   for (const Owner& o : owners_) {
     count(o.api_version);
     count(o.kind);
@@ -350,12 +382,16 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
   }
 
   // The bytes after the Object (see Object's layout).
-  static_assert(alignof(Object::Label) <= 8 && alignof(OwnerReference) <= 8);
+  static_assert(alignof(Object::Label) <= 8 && alignof(OwnerReference) <= 8 &&
+                alignof(absl::string_view) <= 8);
   static_assert(sizeof(Object::Label) % alignof(OwnerReference) == 0);
+  static_assert(sizeof(OwnerReference) % alignof(absl::string_view) == 0);
   static_assert(sizeof(Object) % 8 == 0 && alignof(Object) == 8);
   const size_t labels_offset = AlignUp8(json_size);
-  const size_t owners_offset = labels_offset + labels_.size() * sizeof(Object::Label);
-  const size_t key_offset = owners_offset + owners_.size() * sizeof(OwnerReference);
+  const size_t annotations_offset = labels_offset + labels_.size() * sizeof(Object::Label);
+  const size_t owners_offset = annotations_offset + annotations_.size() * sizeof(Object::Label);
+  const size_t finalizers_offset = owners_offset + owners_.size() * sizeof(OwnerReference);
+  const size_t key_offset = finalizers_offset + finalizers_.size() * sizeof(absl::string_view);
   const size_t copies_offset = key_offset + key_size;
   const size_t used = copies_offset + copies;
   const size_t total = std::max(used, json_size + Object::kPadding);
@@ -411,13 +447,22 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     object->key_size_ = static_cast<uint16_t>(key_size);
     object->namespace_size_ = static_cast<uint16_t>(fields_.namespace_name.value.size());
   }
-  auto* labels = reinterpret_cast<Object::Label*>(data + labels_offset);
-  for (size_t i = 0; i < labels_.size(); ++i) {
-    absl::string_view k = place(labels_[i].first);
-    absl::string_view v = place(labels_[i].second);
-    new (&labels[i]) Object::Label{k, v};
+  auto place_map = [&](const std::vector<std::pair<Str, Str>>& map, size_t offset) {
+    auto* entries = reinterpret_cast<Object::Label*>(data + offset);
+    for (size_t i = 0; i < map.size(); ++i) {
+      absl::string_view k = place(map[i].first);
+      absl::string_view v = place(map[i].second);
+      new (&entries[i]) Object::Label{k, v};
+    }
+    return static_cast<uint16_t>(map.size());
+  };
+  object->label_count_ = place_map(labels_, labels_offset);
+  object->annotation_count_ = place_map(annotations_, annotations_offset);
+  auto* finalizers = reinterpret_cast<absl::string_view*>(data + finalizers_offset);
+  for (size_t i = 0; i < finalizers_.size(); ++i) {
+    new (&finalizers[i]) absl::string_view(place(finalizers_[i]));
   }
-  object->label_count_ = static_cast<uint16_t>(labels_.size());
+  object->finalizer_count_ = static_cast<uint16_t>(finalizers_.size());
   auto* owners = reinterpret_cast<OwnerReference*>(data + owners_offset);
   for (size_t i = 0; i < owners_.size(); ++i) {
     const Owner& o = owners_[i];
@@ -453,12 +498,25 @@ absl::StatusOr<std::shared_ptr<const Object>> Object::Parse(absl::string_view js
   return object;
 }
 
-std::optional<absl::string_view> Object::label(absl::string_view key) const {
-  // labels() is sorted by key.
-  auto it = std::lower_bound(labels().begin(), labels().end(), key,
-                             [](const Label& l, absl::string_view k) { return l.key < k; });
-  if (it == labels().end() || it->key != key) return std::nullopt;
+namespace {
+
+// The value of `key` in `map`, which is sorted by key.
+std::optional<absl::string_view> Lookup(absl::Span<const Object::Label> map,
+                                        absl::string_view key) {
+  auto it = std::lower_bound(map.begin(), map.end(), key,
+                             [](const Object::Label& l, absl::string_view k) { return l.key < k; });
+  if (it == map.end() || it->key != key) return std::nullopt;
   return it->value;
+}
+
+}  // namespace
+
+std::optional<absl::string_view> Object::label(absl::string_view key) const {
+  return Lookup(labels(), key);
+}
+
+std::optional<absl::string_view> Object::annotation(absl::string_view key) const {
+  return Lookup(annotations(), key);
 }
 
 const OwnerReference* Object::controller_ref() const {

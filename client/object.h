@@ -1,6 +1,7 @@
 // Object: one Kubernetes object as informerd keeps it — its compact JSON bytes plus the metadata
-// parsed once (namespace, name, uid, resourceVersion, generation, labels, ownerReferences,
-// deletionTimestamp, kind, apiVersion) and its cache key. Immutable; shared as
+// parsed once (namespace, name, uid, resourceVersion, generation, labels, annotations,
+// finalizers, ownerReferences, creationTimestamp, deletionTimestamp, kind, apiVersion) and its
+// cache key. Immutable; shared as
 // `std::shared_ptr<const Object>` by the cache, the informers and every reader.
 //
 //   absl::StatusOr<std::shared_ptr<const Object>> pod = Object::Parse(json);
@@ -53,7 +54,8 @@ class Object {
   // InvalidArgument when `json` is not one valid JSON object or a metadata field has the wrong
   // type (e.g. "metadata.labels.app: not a string"), and when the object is out of the bounds
   // the compact form assumes (JSON of 4 GiB or more; a metadata string or the key longer than
-  // 65535 bytes; more than 65535 labels or owner references: far beyond Kubernetes' limits).
+  // 65535 bytes; more than 65535 labels, annotations, finalizers or owner references: far beyond
+  // Kubernetes' limits).
   static absl::StatusOr<std::shared_ptr<const Object>> Parse(absl::string_view json);
 
   Object(const Object&) = delete;
@@ -76,6 +78,8 @@ class Object {
   int64_t generation() const { return generation_; }
   // metadata.deletionTimestamp (RFC 3339), "" when the object is not being deleted.
   absl::string_view deletion_timestamp() const { return View(kDeletionTimestamp); }
+  // metadata.creationTimestamp (RFC 3339), "" when absent.
+  absl::string_view creation_timestamp() const { return View(kCreationTimestamp); }
   // "namespace/name", or "name" for cluster-scoped objects (client-go's MetaNamespaceKeyFunc).
   absl::string_view key() const { return absl::string_view(data() + KeyOffset(), key_size_); }
 
@@ -87,11 +91,24 @@ class Object {
   // The value of label `key`, if set.
   std::optional<absl::string_view> label(absl::string_view key) const;
 
+  // metadata.annotations, sorted by key.
+  absl::Span<const Label> annotations() const {
+    return absl::Span<const Label>(reinterpret_cast<const Label*>(data() + AnnotationsOffset()),
+                                   annotation_count_);
+  }
+  // The value of annotation `key`, if set.
+  std::optional<absl::string_view> annotation(absl::string_view key) const;
+
+  // metadata.finalizers, in the object's order.
+  absl::Span<const absl::string_view> finalizers() const {
+    return absl::Span<const absl::string_view>(
+        reinterpret_cast<const absl::string_view*>(data() + FinalizersOffset()),
+        finalizer_count_);
+  }
+
   absl::Span<const OwnerReference> owner_references() const {
     return absl::Span<const OwnerReference>(
-        reinterpret_cast<const OwnerReference*>(data() + LabelsOffset() +
-                                                label_count_ * sizeof(Label)),
-        owner_count_);
+        reinterpret_cast<const OwnerReference*>(data() + OwnersOffset()), owner_count_);
   }
   // The owner reference with controller=true, or nullptr.
   const OwnerReference* controller_ref() const;
@@ -112,19 +129,33 @@ class Object {
 
  private:
   // Metadata strings held as (offset, size) into data().
-  enum Field { kApiVersion, kKind, kUid, kResourceVersion, kDeletionTimestamp, kFieldCount };
+  enum Field {
+    kApiVersion,
+    kKind,
+    kUid,
+    kResourceVersion,
+    kDeletionTimestamp,
+    kCreationTimestamp,
+    kFieldCount
+  };
 
   // Every byte the accessors point into lives right after this Object, in the allocation that
   // holds it and its shared_ptr control block (ObjectParser allocates them together):
-  //   [json][0-7 zero bytes][Label x label_count_][OwnerReference x owner_count_][key]
+  //   [json][0-7 zero bytes][Label x label_count_][Label x annotation_count_]
+  //   [OwnerReference x owner_count_][string_view x finalizer_count_][key]
   //   [decoded copies of escaped strings][zero bytes up to kPadding after the json]
   // Metadata strings without escape sequences (the usual case) point into the json bytes; so
   // the metadata, key and arrays after the json usually serve as its padding too.
   // Never modified after construction.
   const char* data() const { return reinterpret_cast<const char*>(this + 1); }
   size_t LabelsOffset() const { return (size_t{json_size_} + 7) & ~size_t{7}; }
+  size_t AnnotationsOffset() const { return LabelsOffset() + label_count_ * sizeof(Label); }
+  size_t OwnersOffset() const { return AnnotationsOffset() + annotation_count_ * sizeof(Label); }
+  size_t FinalizersOffset() const {
+    return OwnersOffset() + owner_count_ * sizeof(OwnerReference);
+  }
   size_t KeyOffset() const {
-    return LabelsOffset() + label_count_ * sizeof(Label) + owner_count_ * sizeof(OwnerReference);
+    return FinalizersOffset() + finalizer_count_ * sizeof(absl::string_view);
   }
   absl::string_view View(Field f) const {
     return absl::string_view(data() + offsets_[f], sizes_[f]);
@@ -138,7 +169,9 @@ class Object {
   uint16_t key_size_ = 0;
   uint16_t namespace_size_ = 0;  // the key's "namespace" part; 0 when cluster-scoped
   uint16_t label_count_ = 0;
+  uint16_t annotation_count_ = 0;
   uint16_t owner_count_ = 0;
+  uint16_t finalizer_count_ = 0;
 };
 
 }  // namespace informerd::client

@@ -26,7 +26,7 @@ struct ObjectParseOptions {
   // the same bytes as the same object from a WATCH (client-go fills them in the same way).
   absl::string_view default_kind;
   absl::string_view default_api_version;
-  // Also read metadata.annotations["k8s.io/initial-events-end"] (for watch BOOKMARKs).
+  // Also report metadata.annotations["k8s.io/initial-events-end"] (for watch BOOKMARKs).
   bool read_initial_events_end = false;
   // Remove insignificant whitespace from the stored bytes. The API server sends compact JSON,
   // so decoders of its streams may turn this off; Object::Parse keeps it on.
@@ -59,16 +59,20 @@ class ObjectParser {
     bool block_owner_deletion = false;
   };
   struct Fields {
-    Str api_version, kind, name, namespace_name, uid, resource_version, deletion_timestamp;
+    Str api_version, kind, name, namespace_name, uid, resource_version, deletion_timestamp,
+        creation_timestamp;
     int64_t generation = 0;
     bool initial_events_end = false;
   };
-  absl::Status ReadMetadata(simdjson::ondemand::value value, bool read_annotations);
+  absl::Status ReadMetadata(simdjson::ondemand::value value, bool read_initial_events_end);
+  absl::Status ReadFinalizers(simdjson::ondemand::value value);
   absl::Status ReadOwner(simdjson::ondemand::value value, Owner* owner);
 
   Fields fields_;
   std::vector<std::pair<Str, Str>> labels_;
+  std::vector<std::pair<Str, Str>> annotations_;
   std::vector<Owner> owners_;
+  std::vector<Str> finalizers_;
   std::string compacted_;  // scratch: the minified bytes when options.compact
 };
 

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 #include "client/object_parser.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,7 +18,9 @@ using ::testing::Optional;
 constexpr char kPod[] = R"json({"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0",)json"
     R"json("namespace":"prod","uid":"0a1b-2c3d","resourceVersion":"12345","generation":3,)json"
     R"json("deletionTimestamp":"2026-01-02T03:04:05Z","labels":{"tier":"frontend","app":"web"},)json"
-    R"json("annotations":{"note":"x"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet",)json"
+    R"json("creationTimestamp":"2026-01-01T00:00:00Z","finalizers":["example.com/guard","kubernetes"],)json"
+    R"json("annotations":{"note":"x","deploy/rev":"7"},)json"
+    R"json("ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet",)json"
     R"json("name":"web-7d9","uid":"rs-uid","controller":true,"blockOwnerDeletion":true},)json"
     R"json({"apiVersion":"v1","kind":"Node","name":"n1","uid":"node-uid"}]},)json"
     R"json("spec":{"nodeName":"n1","containers":[{"name":"c","image":"nginx"}]},"status":{}})json";
@@ -40,6 +44,14 @@ TEST(ObjectTest, ParsesEveryMetadataField) {
   EXPECT_EQ(pod.labels()[1].key, "tier");
   EXPECT_THAT(pod.label("app"), Optional(absl::string_view("web")));
   EXPECT_EQ(pod.label("missing"), std::nullopt);
+  EXPECT_EQ(pod.creation_timestamp(), "2026-01-01T00:00:00Z");
+  ASSERT_EQ(pod.annotations().size(), 2u);
+  EXPECT_EQ(pod.annotations()[0].key, "deploy/rev");  // sorted
+  EXPECT_EQ(pod.annotations()[1].key, "note");
+  EXPECT_THAT(pod.annotation("note"), Optional(absl::string_view("x")));
+  EXPECT_THAT(pod.annotation("deploy/rev"), Optional(absl::string_view("7")));
+  EXPECT_EQ(pod.annotation("app"), std::nullopt);  // a label, not an annotation
+  EXPECT_THAT(pod.finalizers(), ElementsAre("example.com/guard", "kubernetes"));
   ASSERT_EQ(pod.owner_references().size(), 2u);
   const OwnerReference* controller = pod.controller_ref();
   ASSERT_NE(controller, nullptr);
@@ -58,6 +70,9 @@ TEST(ObjectTest, ClusterScopedObjectsAreKeyedByName) {
   EXPECT_EQ((*ns)->namespace_name(), "");
   EXPECT_EQ((*ns)->generation(), 0);
   EXPECT_TRUE((*ns)->labels().empty());
+  EXPECT_TRUE((*ns)->annotations().empty());
+  EXPECT_TRUE((*ns)->finalizers().empty());
+  EXPECT_EQ((*ns)->creation_timestamp(), "");
   EXPECT_EQ((*ns)->controller_ref(), nullptr);
 }
 
@@ -76,6 +91,55 @@ TEST(ObjectTest, UnescapesMetadataStrings) {
   ASSERT_TRUE(cm.ok()) << cm.status();
   EXPECT_EQ((*cm)->name(), "nA");
   EXPECT_THAT((*cm)->label("q\"k"), Optional(absl::string_view("line\nnext")));
+}
+
+TEST(ObjectTest, AnnotationsAndFinalizersPointIntoTheJsonOrGetDecodedCopies) {
+  // kubectl's last-applied-configuration is JSON inside a string: escaped, so decoded.
+  auto cm = Object::Parse(
+      R"({"metadata":{"name":"a","annotations":{"kubectl.kubernetes.io/last-applied-configuration":)"
+      R"("{\"kind\":\"ConfigMap\"}\n","plain":"v"},"finalizers":["f\u0031","f2"]}})");
+  ASSERT_TRUE(cm.ok()) << cm.status();
+  const Object& o = **cm;
+  auto in_json = [&](absl::string_view s) {
+    return s.data() >= o.json().data() && s.data() + s.size() <= o.json().data() + o.json().size();
+  };
+  EXPECT_THAT(o.annotation("kubectl.kubernetes.io/last-applied-configuration"),
+              Optional(absl::string_view("{\"kind\":\"ConfigMap\"}\n")));
+  EXPECT_FALSE(in_json(*o.annotation("kubectl.kubernetes.io/last-applied-configuration")));
+  EXPECT_THAT(o.annotation("plain"), Optional(absl::string_view("v")));
+  EXPECT_TRUE(in_json(*o.annotation("plain")));
+  EXPECT_THAT(o.finalizers(), ElementsAre("f1", "f2"));
+  EXPECT_FALSE(in_json(o.finalizers()[0]));
+  EXPECT_TRUE(in_json(o.finalizers()[1]));
+}
+
+TEST(ObjectTest, AnObjectWithoutAnnotationsOrFinalizersStaysSmall) {
+  // The fixed part of every Object: 64 bytes (56 before annotations, finalizers and
+  // creationTimestamp, which took the padding and 8 more).
+  EXPECT_LE(sizeof(Object), 64u);
+  auto small = Object::Parse(R"({"metadata":{"name":"a","namespace":"b"}})");
+  ASSERT_TRUE(small.ok());
+  auto labelled = Object::Parse(R"({"metadata":{"name":"a","namespace":"b","labels":{"k":"v"}}})");
+  ASSERT_TRUE(labelled.ok());
+  // No arrays at all: the key follows the json's padding.
+  EXPECT_LE((*small)->allocated_bytes(), (*labelled)->allocated_bytes());
+}
+
+TEST(ObjectTest, TooManyAnnotationsOrFinalizersAreRefused) {
+  std::string annotations = R"({"metadata":{"name":"a","annotations":{)";
+  std::string finalizers = R"({"metadata":{"name":"a","finalizers":[)";
+  for (int i = 0; i < 65536; ++i) {
+    absl::StrAppend(&annotations, i == 0 ? "" : ",", "\"k", i, "\":\"v\"");
+    absl::StrAppend(&finalizers, i == 0 ? "" : ",", "\"f", i, "\"");
+  }
+  absl::StrAppend(&annotations, "}}}");
+  absl::StrAppend(&finalizers, "]}}");
+  auto a = Object::Parse(annotations);
+  EXPECT_FALSE(a.ok());
+  EXPECT_THAT(std::string(a.status().message()), HasSubstr("more than 65535 annotations"));
+  auto f = Object::Parse(finalizers);
+  EXPECT_FALSE(f.ok());
+  EXPECT_THAT(std::string(f.status().message()), HasSubstr("more than 65535 finalizers"));
 }
 
 TEST(ObjectTest, UnescapedMetadataStringsPointIntoTheJsonBytes) {
@@ -107,9 +171,13 @@ TEST(ObjectTest, UnescapedMetadataStringsPointIntoTheJsonBytes) {
 
 TEST(ObjectTest, NullMetadataFieldsAreAbsent) {
   auto cm = Object::Parse(
-      R"({"metadata":{"name":"a","labels":null,"ownerReferences":null,"deletionTimestamp":null,"generation":null}})");
+      R"({"metadata":{"name":"a","labels":null,"ownerReferences":null,"deletionTimestamp":null,"generation":null,)"
+      R"("annotations":null,"finalizers":null,"creationTimestamp":null}})");
   ASSERT_TRUE(cm.ok()) << cm.status();
   EXPECT_TRUE((*cm)->labels().empty());
+  EXPECT_TRUE((*cm)->annotations().empty());
+  EXPECT_TRUE((*cm)->finalizers().empty());
+  EXPECT_EQ((*cm)->creation_timestamp(), "");
   EXPECT_EQ((*cm)->deletion_timestamp(), "");
 }
 
@@ -123,6 +191,11 @@ TEST(ObjectTest, WrongTypesAreErrorsNamingTheField) {
       {R"({"metadata":{"name":7}})", "metadata.name: not a string"},
       {R"({"metadata":{"labels":{"app":1}}})", "metadata.labels[\"app\"]: not a string"},
       {R"({"metadata":{"labels":[]}})", "metadata.labels: not an object"},
+      {R"({"metadata":{"annotations":{"a":true}}})", "metadata.annotations[\"a\"]: not a string"},
+      {R"({"metadata":{"annotations":"x"}})", "metadata.annotations: not an object"},
+      {R"({"metadata":{"finalizers":{}}})", "metadata.finalizers: not an array"},
+      {R"({"metadata":{"finalizers":[1]}})", "metadata.finalizers[]: not a string"},
+      {R"({"metadata":{"creationTimestamp":5}})", "metadata.creationTimestamp: not a string"},
       {R"({"metadata":{"generation":"2"}})", "metadata.generation: not an integer"},
       {R"({"metadata":{"ownerReferences":{}}})", "metadata.ownerReferences: not an array"},
       {R"({"metadata":{"ownerReferences":[{"controller":"yes"}]}})",

@@ -30,6 +30,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     sum += e.object->json().size() + e.object->key().size() + e.object->labels().size() +
            e.object->owner_references().size() + (e.object->controller_ref() != nullptr);
     for (const auto& label : e.object->labels()) sum += label.key.size() + label.value.size();
+    for (const auto& a : e.object->annotations()) sum += a.key.size() + a.value.size();
+    for (absl::string_view f : e.object->finalizers()) sum += f.size();
+    sum += e.object->creation_timestamp().size();
   }
   return sum == static_cast<size_t>(-1) ? 1 : 0;
 }

@@ -143,10 +143,15 @@ void Reflector::RecordError(const absl::Status& status) {
     status_.last_error = status;
     status_.last_error_time = clock_->Now();
   }
+  // Code, message and Kubernetes reason; not ToString(), which prints the payload's bytes.
+  const std::string reason = client::ApiErrorReason(status);
+  const std::string text = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
+                                        status.message(), reason.empty() ? "" : " (", reason,
+                                        reason.empty() ? "" : ")");
   if (client::IsExpired(status)) {
-    spdlog::info("reflector {}: {}", options_.name, status.ToString());
+    spdlog::info("reflector {}: {}", options_.name, text);
   } else {
-    spdlog::warn("reflector {}: {}", options_.name, status.ToString());
+    spdlog::warn("reflector {}: {}", options_.name, text);
   }
 }
 
@@ -178,9 +183,13 @@ absl::Status Reflector::ListAndWatch() {
       streaming = true;
     } else {
       // client-go: "making progress is better than deadlocking" — fall back to a list.
-      RecordError(absl::Status(status.code(), absl::StrCat("streaming list failed, falling back "
-                                                           "to list: ",
-                                                           status.message())));
+      absl::Status fallback(status.code(), absl::StrCat("streaming list failed, falling back to list: ",
+                                                        status.message()));
+      // Keeps the Kubernetes error (its reason) for whoever reports last_error.
+      status.ForEachPayload([&fallback](absl::string_view url, const absl::Cord& payload) {
+        fallback.SetPayload(url, payload);
+      });
+      RecordError(fallback);
       MutexLock lock(&mu_);
       ++status_.streaming_list_fallbacks;
       if (StreamingListUnsupported(status)) status_.streaming_list_unsupported = true;

@@ -1,6 +1,10 @@
 #include "server/service/admin_service.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -16,11 +20,26 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context) {
 grpc::ServerUnaryReactor* AdminService::ListClusters(grpc::CallbackServerContext* context,
                                                      const v1::ListClustersRequest*,
                                                      v1::ListClustersResponse* response) {
+  const std::vector<InformerRegistry::Entry> informers = informers_->List();
   for (Clusters::Cluster* c : clusters_->List()) {
     v1::ClusterInfo* info = response->add_clusters();
     info->set_name(c->name);
     info->set_server(c->server);
     info->set_is_default(c->name == clusters_->default_name());
+    // The most recent of its own (discovery) error and its informers' reflector errors.
+    auto [error, when] = c->last_error();
+    for (const InformerRegistry::Entry& e : informers) {
+      if (e.spec.cluster() != c->name) continue;
+      informer::ReflectorStatus status = e.informer->reflector_status();
+      if (!status.last_error.ok() && status.last_error_time > when) {
+        error = std::move(status.last_error);
+        when = status.last_error_time;
+      }
+    }
+    if (!error.ok()) {
+      info->set_last_error(Describe(error));
+      info->set_last_error_unix_ms(absl::ToUnixMillis(when));
+    }
   }
   return Finish(context);
 }

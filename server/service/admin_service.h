@@ -1,5 +1,6 @@
 // AdminService: the informerd.v1.Admin gRPC service — what the daemon runs, for operators and
-// dashboards: its clusters, its informers (sync state, last error, objects, bytes, subscribers)
+// dashboards: its clusters (with the last error talking to each: discovery, or an informer's
+// reflector, whichever is most recent), its informers (sync state, last error, objects, bytes, subscribers)
 // and its queues (depth, in flight, delayed, retries, and every worker stream with its peer).
 //
 //   AdminService admin(&clusters, &informers, &queues, &informer_service);

@@ -3,41 +3,23 @@
 
 #include <utility>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "server/service/names.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
-namespace {
-
-// "" when `name` is a valid cluster name ([a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63
-// characters), else why not. Cluster names appear in informer ids and metric labels.
-std::string InvalidClusterNameReason(absl::string_view name) {
-  if (name.empty()) return "required";
-  if (name.size() > 63) return "at most 63 characters";
-  for (char c : name) {
-    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-') {
-      return absl::StrCat("\"", name, "\": only lowercase letters, digits and '-'");
-    }
-  }
-  if (name.front() == '-' || name.back() == '-') {
-    return absl::StrCat("\"", name, "\": must start and end with a letter or digit");
-  }
-  return "";
-}
-
-}  // namespace
 
 Clusters::Clusters() = default;
 Clusters::~Clusters() = default;
 
 absl::Status Clusters::Add(ClusterOptions options) {
-  if (std::string reason = InvalidClusterNameReason(options.name); !reason.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("cluster name: ", reason));
+  // Cluster names appear in informer ids and metric labels.
+  if (std::string reason = Dns1123LabelError(options.name); !reason.empty()) {
+    return InvalidField("cluster name", reason);
   }
   for (const auto& cluster : clusters_) {
     if (cluster->name == options.name) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("cluster name: \"", options.name, "\" is configured twice"));
+      return InvalidField("cluster name", absl::StrCat("\"", options.name, "\" is configured twice"));
     }
   }
   const std::string server = options.config.host;
@@ -46,10 +28,7 @@ absl::Status Clusters::Add(ClusterOptions options) {
        .user_agent = options.user_agent,
        .qps = options.qps,
        .burst = options.burst});
-  if (!created.ok()) {
-    return absl::Status(created.status().code(),
-                        absl::StrCat("cluster ", options.name, ": ", created.status().message()));
-  }
+  if (!created.ok()) return Prefixed(absl::StrCat("cluster ", options.name, ": "), created.status());
   auto cluster = std::make_unique<Cluster>();
   cluster->name = options.name;
   cluster->server = server;
@@ -61,9 +40,9 @@ absl::Status Clusters::Add(ClusterOptions options) {
 
 absl::StatusOr<Clusters::Cluster*> Clusters::Find(absl::string_view name) {
   if (clusters_.empty()) {
-    return absl::FailedPreconditionError(
-        "no cluster is configured: start informerd with a kubeconfig (--kubeconfig or a "
-        "`clusters` entry in the config file) or in a pod (in-cluster)");
+    return Error(absl::StatusCode::kFailedPrecondition, v1::NO_CLUSTER,
+                 "no cluster is configured: start informerd with a kubeconfig (--kubeconfig or a "
+                 "`clusters` entry in the config file) or in a pod (in-cluster)");
   }
   const absl::string_view wanted = name.empty() ? absl::string_view(default_name_) : name;
   for (const auto& cluster : clusters_) {
@@ -71,8 +50,21 @@ absl::StatusOr<Clusters::Cluster*> Clusters::Find(absl::string_view name) {
   }
   std::string known;
   for (const auto& cluster : clusters_) absl::StrAppend(&known, known.empty() ? "" : ", ", cluster->name);
-  return absl::NotFoundError(
-      absl::StrCat("cluster \"", wanted, "\" is not configured (configured: ", known, ")"));
+  return Error(absl::StatusCode::kNotFound, v1::CLUSTER_NOT_FOUND,
+               absl::StrCat("cluster \"", wanted, "\" is not configured (configured: ", known, ")"),
+               {{"cluster", wanted}});
+}
+
+void Clusters::Cluster::RecordError(const absl::Status& error, absl::Time when) {
+  if (error.ok()) return;
+  MutexLock lock(&mu_);
+  last_error_ = error;
+  last_error_time_ = when;
+}
+
+std::pair<absl::Status, absl::Time> Clusters::Cluster::last_error() const {
+  MutexLock lock(&mu_);
+  return {last_error_, last_error_time_};
 }
 
 std::vector<Clusters::Cluster*> Clusters::List() {

@@ -19,28 +19,11 @@
 #include "server/informer/label_selector.h"
 #include "server/informer/shared_informer_factory.h"
 #include "server/informer/transform.h"
+#include "server/service/names.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
-
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
-
-// "" when `s` is a DNS-1123 label: [a-z0-9]([-a-z0-9]*[a-z0-9])?, at most 63 characters (with
-// `dots`, '.' is allowed inside too: index names, API groups).
-std::string InvalidNameReason(absl::string_view s, bool dots, size_t max_size = 63) {
-  if (s.size() > max_size) return absl::StrCat("\"", s, "\": at most ", max_size, " characters");
-  for (char c : s) {
-    if (!absl::ascii_islower(c) && !absl::ascii_isdigit(c) && c != '-' && !(dots && c == '.')) {
-      return absl::StrCat("\"", s, "\": only lowercase letters, digits, '-'", dots ? " and '.'" : "");
-    }
-  }
-  if (!s.empty() && (!absl::ascii_isalnum(s.front()) || !absl::ascii_isalnum(s.back()))) {
-    return absl::StrCat("\"", s, "\": must start and end with a letter or digit");
-  }
-  return "";
-}
 
 // Stable across processes and releases (absl::Hash is seeded per process): FNV-1a, 64 bits.
 uint64_t Fnv1a64(absl::string_view s) {
@@ -64,24 +47,24 @@ struct Validated {
 };
 
 absl::StatusOr<informer::IndexSpec> ConvertIndex(const v1::IndexSpec& in, const std::string& field) {
-  if (in.name().empty()) return Invalid(field + ".name", "required");
-  if (std::string reason = InvalidNameReason(in.name(), /*dots=*/true); !reason.empty()) {
-    return Invalid(field + ".name", reason);
+  if (std::string reason = Dns1123SubdomainError(in.name(), kMaxDns1123LabelSize);
+      !reason.empty()) {
+    return InvalidField(field + ".name", reason);
   }
   if (in.name() == informer::kNamespaceIndex) {
-    return Invalid(field + ".name", "\"namespace\" is the built-in namespace index");
+    return InvalidField(field + ".name", "\"namespace\" is the built-in namespace index");
   }
   informer::IndexSpec out;
   switch (in.kind_case()) {
     case v1::IndexSpec::kLabelKey:
-      if (in.label_key().empty()) return Invalid(field + ".label_key", "required");
+      if (in.label_key().empty()) return InvalidField(field + ".label_key", "required");
       if (std::string reason = informer::InvalidLabelKeyReason(in.label_key()); !reason.empty()) {
-        return Invalid(field + ".label_key", reason);
+        return InvalidField(field + ".label_key", reason);
       }
       out = informer::IndexSpec::Label(in.name(), in.label_key());
       break;
     case v1::IndexSpec::kFieldPath:
-      if (in.field_path().empty()) return Invalid(field + ".field_path", "required");
+      if (in.field_path().empty()) return InvalidField(field + ".field_path", "required");
       out = informer::IndexSpec::Field(in.name(), in.field_path());
       break;
     case v1::IndexSpec::kOwner:
@@ -92,14 +75,14 @@ absl::StatusOr<informer::IndexSpec> ConvertIndex(const v1::IndexSpec& in, const 
                       .controller_only = !in.owner().all_owners()});
       break;
     case v1::IndexSpec::KIND_NOT_SET:
-      return Invalid(field, "one of label_key, field_path or owner is required");
+      return InvalidField(field, "one of label_key, field_path or owner is required");
   }
   // Compiling checks what is left (field path syntax).
   if (absl::StatusOr<std::unique_ptr<informer::IndexFunction>> compiled =
           informer::IndexFunction::Create(out);
       !compiled.ok()) {
     const char* part = in.kind_case() == v1::IndexSpec::kFieldPath ? ".field_path" : "";
-    return Invalid(field + part, compiled.status().message());
+    return InvalidField(field + part, compiled.status().message());
   }
   return out;
 }
@@ -111,56 +94,58 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
                             !spec.resource().resource().empty());
   const bool by_kind = !spec.api_version().empty() || !spec.kind().empty();
   if (by_resource && by_kind) {
-    return Invalid("spec.api_version",
+    return InvalidField("spec.api_version",
                    "give either spec.resource or spec.api_version and spec.kind, not both");
   }
   if (!by_resource && !by_kind) {
-    return Invalid("spec.resource", "required (or spec.api_version and spec.kind)");
+    return InvalidField("spec.resource", "required (or spec.api_version and spec.kind)");
   }
   if (by_resource) {
     const v1::GroupVersionResource& r = spec.resource();
-    if (std::string reason = InvalidNameReason(r.group(), /*dots=*/true, 253); !reason.empty()) {
-      return Invalid("spec.resource.group", reason);
+    if (std::string reason = r.group().empty() ? "" : Dns1123SubdomainError(r.group());
+        !reason.empty()) {
+      return InvalidField("spec.resource.group", reason);
     }
-    if (r.version().empty()) return Invalid("spec.resource.version", "required");
-    if (std::string reason = InvalidNameReason(r.version(), false); !reason.empty()) {
-      return Invalid("spec.resource.version", reason);
+    if (std::string reason = Dns1123LabelError(r.version()); !reason.empty()) {
+      return InvalidField("spec.resource.version", reason);
     }
-    if (r.resource().empty()) return Invalid("spec.resource.resource", "required");
-    if (std::string reason = InvalidNameReason(r.resource(), /*dots=*/true); !reason.empty()) {
-      return Invalid("spec.resource.resource", reason);
+    if (std::string reason = Dns1123SubdomainError(r.resource(), kMaxDns1123LabelSize);
+        !reason.empty()) {
+      return InvalidField("spec.resource.resource", reason);
     }
     v.gvr = {r.group(), r.version(), r.resource()};
   } else {
-    if (spec.api_version().empty()) return Invalid("spec.api_version", "required with spec.kind");
-    if (spec.kind().empty()) return Invalid("spec.kind", "required with spec.api_version");
+    if (spec.api_version().empty()) return InvalidField("spec.api_version", "required with spec.kind");
+    if (spec.kind().empty()) return InvalidField("spec.kind", "required with spec.api_version");
     std::vector<std::string> parts = absl::StrSplit(spec.api_version(), '/');
     if (parts.size() > 2 || parts.back().empty() || (parts.size() == 2 && parts[0].empty())) {
-      return Invalid("spec.api_version",
+      return InvalidField("spec.api_version",
                      absl::StrCat("\"", spec.api_version(), "\": want \"group/version\" or \"version\""));
     }
     for (const std::string& part : parts) {
-      if (std::string reason = InvalidNameReason(part, /*dots=*/true, 253); !reason.empty()) {
-        return Invalid("spec.api_version", reason);
+      if (std::string reason = Dns1123SubdomainError(part); !reason.empty()) {
+        return InvalidField("spec.api_version", reason);
       }
     }
     for (char c : spec.kind()) {
       if (!absl::ascii_isalnum(c)) {
-        return Invalid("spec.kind", absl::StrCat("\"", spec.kind(), "\": letters and digits only"));
+        return InvalidField("spec.kind", absl::StrCat("\"", spec.kind(), "\": letters and digits only"));
       }
     }
     v.gvk = {parts.size() == 2 ? parts[0] : "", parts.back(), spec.kind()};
   }
-  if (std::string reason = InvalidNameReason(spec.namespace_(), false); !reason.empty()) {
-    return Invalid("spec.namespace", reason);
+  if (std::string reason =
+          spec.namespace_().empty() ? "" : Dns1123LabelError(spec.namespace_());
+      !reason.empty()) {
+    return InvalidField("spec.namespace", reason);
   }
   absl::StatusOr<informer::LabelSelector> labels =
       informer::LabelSelector::Parse(spec.label_selector());
-  if (!labels.ok()) return Invalid("spec.label_selector", labels.status().message());
+  if (!labels.ok()) return InvalidField("spec.label_selector", labels.status().message());
   v.label_selector = labels->ToString();
   absl::StatusOr<informer::FieldSelector> fields =
       informer::FieldSelector::Parse(spec.field_selector());
-  if (!fields.ok()) return Invalid("spec.field_selector", fields.status().message());
+  if (!fields.ok()) return InvalidField("spec.field_selector", fields.status().message());
   v.field_selector = fields->ToString();
   for (int i = 0; i < spec.indexes_size(); ++i) {
     const std::string field = absl::StrCat("spec.indexes[", i, "]");
@@ -168,7 +153,7 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
     if (!index.ok()) return index.status();
     for (const informer::IndexSpec& earlier : v.indexes) {
       if (earlier.name == index->name) {
-        return Invalid(field + ".name", absl::StrCat("\"", index->name, "\" is used twice"));
+        return InvalidField(field + ".name", absl::StrCat("\"", index->name, "\" is used twice"));
       }
     }
     v.indexes.push_back(*std::move(index));
@@ -180,7 +165,7 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
                  .metadata_only = t.metadata_only()};
   absl::StatusOr<std::unique_ptr<informer::Transform>> transform =
       informer::Transform::Create(v.transform);
-  if (!transform.ok()) return Invalid("spec.transform", transform.status().message());
+  if (!transform.ok()) return InvalidField("spec.transform", transform.status().message());
   v.transform_fingerprint = (*transform)->fingerprint();
   return v;
 }
@@ -193,6 +178,13 @@ v1::IndexSpec* FindIndex(v1::InformerSpec& spec, absl::string_view name) {
 }
 
 }  // namespace
+
+absl::Status InformerNotFound(absl::string_view id) {
+  return WithResource(Error(absl::StatusCode::kNotFound, v1::INFORMER_NOT_FOUND,
+                            absl::StrCat("informer \"", id, "\" does not exist"),
+                            {{"informer_id", id}}),
+                      "informer", id, "does not exist");
+}
 
 InformerRegistry::InformerRegistry(Clusters* clusters, InformerRegistryOptions options)
     : clusters_(clusters), options_(std::move(options)) {}
@@ -212,19 +204,32 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   absl::StatusOr<Clusters::Cluster*> cluster = clusters_->Find(spec.cluster());
   if (!cluster.ok()) {
     if (cluster.status().code() == absl::StatusCode::kNotFound) {
-      return absl::NotFoundError(absl::StrCat("spec.cluster: ", cluster.status().message()));
+      return Prefixed("spec.cluster: ", cluster.status());
     }
     return cluster.status();
   }
   client::Discovery& discovery = (*cluster)->client->discovery();
+  const bool by_kind = v->gvr.version.empty();
   absl::StatusOr<client::ResourceInfo> info =
-      v->gvr.version.empty() ? discovery.ResourceForKind(v->gvk) : discovery.Resource(v->gvr);
+      by_kind ? discovery.ResourceForKind(v->gvk) : discovery.Resource(v->gvr);
   if (!info.ok()) {
-    const absl::string_view field = v->gvr.version.empty() ? "spec.kind" : "spec.resource";
-    return absl::Status(info.status().code(), absl::StrCat(field, ": ", info.status().message()));
+    const absl::string_view field = by_kind ? "spec.kind" : "spec.resource";
+    const std::string message = absl::StrCat(field, ": ", info.status().message());
+    if (info.status().code() == absl::StatusCode::kNotFound) {
+      const std::string& name = (*cluster)->name;
+      return by_kind ? Error(absl::StatusCode::kNotFound, v1::RESOURCE_NOT_FOUND, message,
+                             {{"field", field}, {"cluster", name},
+                              {"api_version", spec.api_version()}, {"kind", spec.kind()}})
+                     : Error(absl::StatusCode::kNotFound, v1::RESOURCE_NOT_FOUND, message,
+                             {{"field", field}, {"cluster", name}, {"group", v->gvr.group},
+                              {"version", v->gvr.version}, {"resource", v->gvr.resource}});
+    }
+    // The API server could not be asked, or refused: the cluster's trouble, not the request's.
+    (*cluster)->RecordError(info.status());
+    return Prefixed(absl::StrCat(field, ": "), info.status());
   }
   if (!info->namespaced && !spec.namespace_().empty()) {
-    return Invalid("spec.namespace", absl::StrCat(info->gvr.resource, " are cluster-scoped"));
+    return InvalidField("spec.namespace", absl::StrCat(info->gvr.resource, " are cluster-scoped"));
   }
 
   informer::InformerKey key{.cluster = (*cluster)->name,
@@ -253,14 +258,17 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
         continue;
       }
       if (have->SerializeAsString() != spec.indexes(i).SerializeAsString()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "spec.indexes[", i, "].name: informer ", id, " already has an index \"",
-            have->name(), "\" with another definition (", have->ShortDebugString(), ")"));
+        const std::string field = absl::StrCat("spec.indexes[", i, "].name");
+        return Error(absl::StatusCode::kFailedPrecondition, v1::INDEX_CONFLICT,
+                     absl::StrCat(field, ": informer ", id, " already has an index \"",
+                                  have->name(), "\" with another definition (",
+                                  have->ShortDebugString(), ")"),
+                     {{"field", field}, {"informer_id", id}, {"index", have->name()}});
       }
     }
     if (added.empty()) return existing;
     if (absl::Status s = existing.informer->AddIndexers(added); !s.ok()) {
-      return absl::Status(s.code(), absl::StrCat("spec.indexes: ", s.message()));
+      return Prefixed("spec.indexes: ", s);
     }
     MutexLock lock(&mu_);
     Entry& entry = informers_[id];
@@ -281,6 +289,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   entry.spec.mutable_resource()->set_resource(info->gvr.resource);
   entry.spec.set_api_version(info->gvr.GroupVersion());
   entry.spec.set_kind(info->kind);
+  entry.namespaced = info->namespaced;
   entry.spec.set_label_selector(v->label_selector);
   entry.spec.set_field_selector(v->field_selector);
 
@@ -313,9 +322,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
 absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Get(absl::string_view id) const {
   MutexLock lock(&mu_);
   auto it = informers_.find(id);
-  if (it == informers_.end()) {
-    return absl::NotFoundError(absl::StrCat("informer \"", id, "\" does not exist"));
-  }
+  if (it == informers_.end()) return InformerNotFound(id);
   return it->second;
 }
 
@@ -331,9 +338,7 @@ absl::Status InformerRegistry::Delete(absl::string_view id) {
   {
     MutexLock lock(&mu_);
     auto it = informers_.find(id);
-    if (it == informers_.end()) {
-      return absl::NotFoundError(absl::StrCat("informer \"", id, "\" does not exist"));
-    }
+    if (it == informers_.end()) return InformerNotFound(id);
     informer = std::move(it->second.informer);
     informers_.erase(it);
   }

@@ -36,6 +36,10 @@
 
 namespace informerd::service {
 
+// NOT_FOUND "informer \"<id>\" does not exist", reason INFORMER_NOT_FOUND (metadata
+// `informer_id`) and a ResourceInfo: what every call naming an unknown informer answers.
+absl::Status InformerNotFound(absl::string_view id);
+
 struct InformerRegistryOptions {
   // nullptr: no metrics. Must outlive the registry.
   MetricsRegistry* metrics = nullptr;
@@ -50,22 +54,26 @@ class InformerRegistry {
     std::string id;
     // Normalized: resource resolved to a GVR (api_version/kind filled in too), defaults explicit.
     v1::InformerSpec spec;
+    // The resource is namespaced (discovery).
+    bool namespaced = false;
     std::shared_ptr<informer::SharedInformer> informer;
   };
 
   InformerRegistry(Clusters* clusters, InformerRegistryOptions options);
   ~InformerRegistry();  // Stops every informer.
 
-  // The running informer for `spec`, started if there is none. INVALID_ARGUMENT naming the field
-  // ("spec.resource.version: required", "spec.label_selector: ...", "spec.indexes[1].name: ..."),
-  // NOT_FOUND for an unknown cluster or resource, FAILED_PRECONDITION when no cluster is
-  // configured, or an index name already used with another definition.
+  // The running informer for `spec`, started if there is none. Errors carry their reason
+  // (status.h): INVALID_FIELD naming the field ("spec.resource.version: required",
+  // "spec.label_selector: ...", "spec.indexes[1].name: ..."), CLUSTER_NOT_FOUND or
+  // RESOURCE_NOT_FOUND (NOT_FOUND), NO_CLUSTER (FAILED_PRECONDITION), INDEX_CONFLICT for an index
+  // name already used with another definition; discovery failures keep the client's error
+  // (API_SERVER_ERROR when the API server refused) and are recorded as the cluster's last error.
   absl::StatusOr<Entry> Ensure(const v1::InformerSpec& spec);
-  // NOT_FOUND naming the id when there is no such informer.
+  // InformerNotFound(id) when there is no such informer.
   absl::StatusOr<Entry> Get(absl::string_view id) const;
   // nullptr when there is no such informer.
   std::shared_ptr<informer::SharedInformer> Find(absl::string_view id) const;
-  // Stops and forgets the informer. NOT_FOUND when there is no such informer.
+  // Stops and forgets the informer. InformerNotFound(id) when there is no such informer.
   absl::Status Delete(absl::string_view id);
   std::vector<Entry> List() const;
 

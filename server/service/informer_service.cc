@@ -8,9 +8,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/api_error.h"
 #include "server/informer/field_selector.h"
 #include "server/informer/label_selector.h"
 #include "server/informer/processor_listener.h"
+#include "server/service/limits.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -23,14 +26,50 @@ constexpr uint32_t kMaxListBatch = 10000;
 constexpr uint32_t kDefaultWatchBuffer = 4096;
 constexpr uint32_t kDefaultWatchBatch = 256;
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  // absl and gRPC share the canonical code numbers.
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+grpc::Status InvalidArgument(absl::string_view field, absl::string_view what) {
+  return ToGrpc(InvalidField(field, what));
 }
 
-grpc::Status InvalidArgument(absl::string_view field, absl::string_view what) {
-  return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, absl::StrCat(field, ": ", what));
+grpc::Status InformerDeleted(absl::string_view id) {
+  return ToGrpc(Error(absl::StatusCode::kUnavailable, v1::INFORMER_DELETED,
+                      absl::StrCat("informer ", id, " was deleted"), {{"informer_id", id}}));
+}
+
+// The reflector's state as the API names it: the enum and the (deprecated) string.
+std::pair<v1::ReflectorState, absl::string_view> ReflectorStateNames(informer::ReflectorState s) {
+  switch (s) {
+    case informer::ReflectorState::kIdle:
+      return {v1::REFLECTOR_STATE_IDLE, "idle"};
+    case informer::ReflectorState::kListing:
+      return {v1::REFLECTOR_STATE_LISTING, "listing"};
+    case informer::ReflectorState::kWatching:
+      return {v1::REFLECTOR_STATE_WATCHING, "watching"};
+    case informer::ReflectorState::kBackingOff:
+      return {v1::REFLECTOR_STATE_BACKING_OFF, "backing-off"};
+    case informer::ReflectorState::kStopped:
+      return {v1::REFLECTOR_STATE_STOPPED, "stopped"};
+  }
+  return {v1::REFLECTOR_STATE_UNSPECIFIED, ""};
+}
+
+// DEADLINE_EXCEEDED, NOT_SYNCED: why WaitForSync gave up, with what the reflector is doing.
+grpc::Status NotSynced(const InformerRegistry::Entry& entry) {
+  const informer::ReflectorStatus status = entry.informer->reflector_status();
+  const auto [state, state_name] = ReflectorStateNames(status.state);
+  const std::string state_enum = v1::ReflectorState_Name(state);
+  const std::string last_error = Describe(status.last_error);
+  const std::string kubernetes_reason = client::ApiErrorReason(status.last_error);
+  std::string message =
+      absl::StrCat("informer ", entry.id, " has not synced yet: its reflector is ", state_name);
+  std::vector<std::pair<absl::string_view, absl::string_view>> metadata = {
+      {"informer_id", entry.id}, {"reflector_state", state_enum}};
+  if (!last_error.empty()) {
+    absl::StrAppend(&message, "; last error: ", last_error);
+    metadata.emplace_back("last_error", last_error);
+  }
+  if (!kubernetes_reason.empty()) metadata.emplace_back("kubernetes_reason", kubernetes_reason);
+  return ToGrpc(
+      Error(absl::StatusCode::kDeadlineExceeded, v1::NOT_SYNCED, message, metadata));
 }
 
 // The object as the API carries it: its JSON bytes (one copy) and its parsed metadata.
@@ -47,9 +86,16 @@ void ToProto(const client::Object& object, v1::Object* out) {
   meta->set_key(object.key().data(), object.key().size());
   meta->set_api_version(object.api_version().data(), object.api_version().size());
   meta->set_kind(object.kind().data(), object.kind().size());
-  auto& labels = *meta->mutable_labels();
-  for (const client::Object::Label& label : object.labels()) {
-    labels[std::string(label.key)] = std::string(label.value);
+  meta->set_creation_timestamp(object.creation_timestamp().data(),
+                               object.creation_timestamp().size());
+  for (auto [from, to] : {std::pair(object.labels(), meta->mutable_labels()),
+                          std::pair(object.annotations(), meta->mutable_annotations())}) {
+    for (const client::Object::Label& entry : from) {
+      (*to)[std::string(entry.key)] = std::string(entry.value);
+    }
+  }
+  for (absl::string_view finalizer : object.finalizers()) {
+    meta->add_finalizers(finalizer.data(), finalizer.size());
   }
   for (const client::OwnerReference& ref : object.owner_references()) {
     v1::OwnerReference* o = meta->add_owner_references();
@@ -78,6 +124,18 @@ grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, grpc::Sta
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(std::move(status));
   return reactor;
+}
+
+grpc::Status CheckMaxBatchBytes(uint32_t requested) {
+  if (requested > kMaxMaxBatchBytes) {
+    return InvalidArgument("max_batch_bytes", absl::StrCat("at most ", kMaxMaxBatchBytes));
+  }
+  return grpc::Status::OK;
+}
+
+// The byte cap of a List or Watch message (limits.h); `requested` passed CheckMaxBatchBytes.
+size_t MaxBatchBytes(uint32_t requested) {
+  return requested == 0 ? kDefaultMaxBatchBytes : requested;
 }
 
 grpc::Status CheckId(absl::string_view id) {
@@ -113,8 +171,7 @@ class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
     }
     const absl::Time now = service_->clock_->Now();
     if (now >= deadline_) {
-      FinishOnce(grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
-                              absl::StrCat("informer ", entry_.id, " has not synced yet")));
+      FinishOnce(NotSynced(entry_));
       return;
     }
     MutexLock lock(&mu_);
@@ -148,9 +205,10 @@ class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
 
 class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListResponse> {
  public:
-  ListReactor(std::vector<ObjectPtr> objects, std::string resource_version, size_t batch)
+  ListReactor(std::vector<ObjectPtr> objects, std::string resource_version, size_t batch,
+              size_t max_bytes)
       : objects_(std::move(objects)), resource_version_(std::move(resource_version)),
-        batch_(batch) {
+        batch_(batch), max_bytes_(max_bytes) {
     WriteNext();
   }
 
@@ -159,7 +217,7 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
-    if (next_ >= objects_.size()) {
+    if (next_ >= objects_.size() && carry_ == nullptr) {
       Finish(grpc::Status::OK);
       return;
     }
@@ -168,14 +226,26 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
   void OnDone() override { delete this; }
 
  private:
-  // Always at least one message, so that an empty list still reports the resourceVersion.
+  // Always at least one message, so that an empty list still reports the resourceVersion. At
+  // most batch_ objects and max_bytes_ bytes of them per message, but at least one object.
   void WriteNext() {
     response_.Clear();
     response_.set_resource_version(resource_version_);
-    const size_t end = std::min(objects_.size(), next_ + batch_);
-    for (; next_ < end; ++next_) {
-      ToProto(*objects_[next_], response_.add_objects());
-      objects_[next_].reset();  // sent: let the cache free it if it changed meanwhile
+    size_t bytes = 0;
+    if (carry_ != nullptr) {
+      bytes = carry_->ByteSizeLong();
+      response_.mutable_objects()->AddAllocated(carry_.release());
+    }
+    while (next_ < objects_.size() && static_cast<size_t>(response_.objects_size()) < batch_) {
+      v1::Object* object = response_.add_objects();
+      ToProto(*objects_[next_], object);
+      objects_[next_++].reset();  // copied: let the cache free it if it changed meanwhile
+      const size_t size = object->ByteSizeLong();
+      if (response_.objects_size() > 1 && bytes + size > max_bytes_) {
+        carry_.reset(response_.mutable_objects()->ReleaseLast());  // the next message's first
+        break;
+      }
+      bytes += size;
     }
     StartWrite(&response_);
   }
@@ -183,7 +253,10 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
   std::vector<ObjectPtr> objects_;
   const std::string resource_version_;
   const size_t batch_;
+  const size_t max_bytes_;
   size_t next_ = 0;
+  // Converted but over the last message's byte cap.
+  std::unique_ptr<v1::Object> carry_;
   v1::ListResponse response_;
 };
 
@@ -202,9 +275,10 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
  public:
   WatchReactor(InformerService* service, std::string id,
                std::shared_ptr<informer::SharedInformer> informer, const v1::WatchRequest& request,
-               size_t max_batch)
+               size_t max_batch, size_t max_bytes)
       : service_(service), id_(std::move(id)), informer_(std::move(informer)),
-        max_batch_(max_batch), include_old_object_(request.include_old_object()),
+        max_batch_(max_batch), max_bytes_(max_bytes),
+        include_old_object_(request.include_old_object()),
         timer_(service->clock_->CreateTimer([this] { Pump(); })) {}
 
   // Called once the listener is registered (busy_ is true until then, so nothing pumps early).
@@ -267,18 +341,38 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         wake_pending_ = false;
       }
       if (Stopping()) return;
-      batch_.clear();
-      if (!listener_->Pop(max_batch_, &batch_, /*wait=*/false)) {
-        FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                               absl::StrCat("informer ", id_, " was deleted")));
-        return;
-      }
       response_.Clear();
-      for (const Notification& n : batch_) AddEvent(n);
-      listener_->Done(batch_);
-      batch_.clear();  // drop our references to the objects now that they are copied
+      size_t bytes = 0;
+      if (carry_ != nullptr) {
+        bytes = carry_->ByteSizeLong();
+        response_.mutable_events()->AddAllocated(carry_.release());
+      } else if (next_ == batch_.size()) {
+        batch_.clear();
+        next_ = 0;
+        if (!listener_->Pop(max_batch_, &batch_, /*wait=*/false)) {
+          FinishNow(InformerDeleted(id_));
+          return;
+        }
+      }
+      // Events of the popped batch while they fit in max_bytes_ (at least one per message); the
+      // one that does not waits, converted, for the next message.
+      while (next_ < batch_.size()) {
+        v1::WatchEvent* event = response_.add_events();
+        AddEvent(batch_[next_++], event);
+        const size_t size = event->ByteSizeLong();
+        if (response_.events_size() > 1 && bytes + size > max_bytes_) {
+          carry_.reset(response_.mutable_events()->ReleaseLast());
+          break;
+        }
+        bytes += size;
+      }
+      if (!batch_.empty() && next_ == batch_.size()) {
+        listener_->Done(batch_);
+        batch_.clear();  // drop our references to the objects now that they are copied
+        next_ = 0;
+      }
       // SYNCED after the last initial object: the listener's HasSynced counts exactly those.
-      if (!synced_sent_ && listener_->HasSynced()) {
+      if (!synced_sent_ && carry_ == nullptr && batch_.empty() && listener_->HasSynced()) {
         response_.add_events()->set_type(v1::WatchEvent::SYNCED);
         synced_sent_ = true;
       }
@@ -311,8 +405,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
       return true;
     }
     if (deleted) {
-      FinishNow(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                             absl::StrCat("informer ", id_, " was deleted")));
+      FinishNow(InformerDeleted(id_));
       return true;
     }
     return false;
@@ -327,8 +420,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
     Finish(std::move(status));  // the last use of this reactor by the caller
   }
 
-  void AddEvent(const Notification& n) {
-    v1::WatchEvent* event = response_.add_events();
+  void AddEvent(const Notification& n, v1::WatchEvent* event) {
     switch (n.type) {
       case Notification::Type::kAdd:
         event->set_type(v1::WatchEvent::ADDED);
@@ -356,11 +448,15 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   const std::string id_;
   const std::shared_ptr<informer::SharedInformer> informer_;
   const size_t max_batch_;
+  const size_t max_bytes_;
   const bool include_old_object_;
   std::shared_ptr<informer::ProcessorListener> listener_;  // set once by Start
 
-  // Used only by the one running Pump.
+  // Used only by the one running Pump: the last popped notifications, those before next_
+  // converted (and Done once all are); an event converted but over the last message's byte cap.
   std::vector<Notification> batch_;
+  size_t next_ = 0;
+  std::unique_ptr<v1::WatchEvent> carry_;
   v1::WatchResponse response_;
   bool synced_sent_ = false;
 
@@ -394,27 +490,15 @@ void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::Informe
   v1::InformerState* state = info->mutable_state();
   const informer::SharedInformer& inf = *entry.informer;
   state->set_synced(inf.HasSynced());
+  info->set_namespaced(entry.namespaced);
+  info->set_kind(entry.spec.kind());
   const informer::ReflectorStatus status = inf.reflector_status();
-  switch (status.state) {
-    case informer::ReflectorState::kIdle:
-      state->set_reflector_state("idle");
-      break;
-    case informer::ReflectorState::kListing:
-      state->set_reflector_state("listing");
-      break;
-    case informer::ReflectorState::kWatching:
-      state->set_reflector_state("watching");
-      break;
-    case informer::ReflectorState::kBackingOff:
-      state->set_reflector_state("backing-off");
-      break;
-    case informer::ReflectorState::kStopped:
-      state->set_reflector_state("stopped");
-      break;
-  }
+  const auto [reflector, reflector_name] = ReflectorStateNames(status.state);
+  state->set_reflector(reflector);
+  state->set_reflector_state(std::string(reflector_name));
   state->set_last_sync_resource_version(status.last_sync_resource_version);
   if (!status.last_error.ok()) {
-    state->set_last_error(status.last_error.ToString());
+    state->set_last_error(Describe(status.last_error));
     state->set_last_error_unix_ms(absl::ToUnixMillis(status.last_error_time));
   }
   const informer::MemoryUsage usage = inf.store().memory();
@@ -491,11 +575,7 @@ grpc::ServerUnaryReactor* InformerService::Get(grpc::CallbackServerContext* cont
   if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
   if (request->key().empty()) return Answer(context, InvalidArgument("key", "required"));
   std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
-  if (informer == nullptr) {
-    return Answer(context, grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                        absl::StrCat("informer \"", request->informer_id(),
-                                                     "\" does not exist")));
-  }
+  if (informer == nullptr) return Answer(context, ToGrpc(InformerNotFound(request->informer_id())));
   const informer::GetResult got = informer->lister().Get(request->key());
   response->set_found(got.object != nullptr);
   if (got.object != nullptr) ToProto(*got.object, response->mutable_object());
@@ -521,12 +601,9 @@ grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
   if (request->batch_size() > kMaxListBatch) {
     return Fail<R>(InvalidArgument("batch_size", absl::StrCat("at most ", kMaxListBatch)));
   }
+  if (grpc::Status s = CheckMaxBatchBytes(request->max_batch_bytes()); !s.ok()) return Fail<R>(s);
   std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
-  if (informer == nullptr) {
-    return Fail<R>(grpc::Status(
-        grpc::StatusCode::NOT_FOUND,
-        absl::StrCat("informer \"", request->informer_id(), "\" does not exist")));
-  }
+  if (informer == nullptr) return Fail<R>(ToGrpc(InformerNotFound(request->informer_id())));
   informer::ListResult result;
   if (!request->index_name().empty()) {
     absl::StatusOr<informer::ListResult> indexed =
@@ -545,7 +622,8 @@ grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
   }
   uint32_t batch = request->batch_size() == 0 ? kDefaultListBatch : request->batch_size();
   batch = std::min(batch, std::max<uint32_t>(options_.max_batch, 1));
-  return new ListReactor(std::move(result.objects), std::move(result.resource_version), batch);
+  return new ListReactor(std::move(result.objects), std::move(result.resource_version), batch,
+                         MaxBatchBytes(request->max_batch_bytes()));
 }
 
 grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
@@ -556,27 +634,31 @@ grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
   if (request->buffer_size() > options_.max_buffer_size) {
     return Fail<R>(InvalidArgument("buffer_size", absl::StrCat("at most ", options_.max_buffer_size)));
   }
+  if (grpc::Status s = CheckMaxBatchBytes(request->max_batch_bytes()); !s.ok()) return Fail<R>(s);
   std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
-  if (informer == nullptr) {
-    return Fail<R>(grpc::Status(grpc::StatusCode::NOT_FOUND,
-                                absl::StrCat("informer \"", id, "\" does not exist")));
-  }
+  if (informer == nullptr) return Fail<R>(ToGrpc(InformerNotFound(id)));
   uint32_t max_batch = request->max_batch() == 0 ? kDefaultWatchBatch : request->max_batch();
   max_batch = std::min(max_batch, std::max<uint32_t>(options_.max_batch, 1));
-  auto* reactor = new WatchReactor(this, id, informer, *request, max_batch);
+  auto* reactor = new WatchReactor(this, id, informer, *request, max_batch,
+                                   MaxBatchBytes(request->max_batch_bytes()));
   uint64_t n = 0;
-  std::string exhausted;  // why the stream is refused, if it is
+  absl::Status exhausted;  // why the stream is refused, if it is
   {
     MutexLock lock(&mu_);
     auto& set = subscribers_[id];
-    if (set.size() >= options_.max_subscribers_per_informer) {
-      exhausted = absl::StrCat("informer ", id, " has its maximum of ",
-                               options_.max_subscribers_per_informer, " watchers");
-    } else if (total_subscribers_ >= options_.max_subscribers) {
-      exhausted = absl::StrCat("the server has its maximum of ", options_.max_subscribers,
-                               " watchers");
+    const bool per_informer = set.size() >= options_.max_subscribers_per_informer;
+    if (per_informer || total_subscribers_ >= options_.max_subscribers) {
+      const size_t limit =
+          per_informer ? options_.max_subscribers_per_informer : options_.max_subscribers;
+      exhausted = Error(
+          absl::StatusCode::kResourceExhausted, v1::SUBSCRIBER_LIMIT,
+          per_informer ? absl::StrCat("informer ", id, " has its maximum of ", limit, " watchers")
+                       : absl::StrCat("the server has its maximum of ", limit, " watchers"),
+          {{"informer_id", id},
+           {"limit", absl::StrCat(limit)},
+           {"scope", per_informer ? "informer" : "server"}});
     }
-    if (exhausted.empty()) {
+    if (exhausted.ok()) {
       set.insert(reactor);
       ++total_subscribers_;
       n = ++watches_started_;
@@ -584,9 +666,9 @@ grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
       subscribers_.erase(id);
     }
   }
-  if (!exhausted.empty()) {
+  if (!exhausted.ok()) {
     // Outside the lock: OnDone (RemoveSubscriber) may run as soon as the call finishes.
-    reactor->Abort(grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, exhausted));
+    reactor->Abort(ToGrpc(exhausted));
     return reactor;
   }
   absl::StatusOr<std::shared_ptr<informer::ProcessorListener>> listener = informer->AddListener(
@@ -595,8 +677,7 @@ grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
        .on_ready = [reactor] { reactor->OnReady(); }});
   if (!listener.ok()) {
     // Stopped meanwhile (deleted): OnDone unregisters the reactor.
-    reactor->Abort(grpc::Status(grpc::StatusCode::UNAVAILABLE,
-                                absl::StrCat("informer ", id, " was deleted")));
+    reactor->Abort(InformerDeleted(id));
     return reactor;
   }
   reactor->Start(*std::move(listener));

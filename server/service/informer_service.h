@@ -16,11 +16,15 @@
 // re-snapshotted) — never unbounded memory. The listener wakes an idle Watch through on_ready.
 //
 // Limits (InformerServiceOptions): subscribers per informer and in total (RESOURCE_EXHAUSTED
-// beyond), events or objects per message, listener buffer size. DeleteInformer ends that
-// informer's open Watch streams with UNAVAILABLE.
+// beyond), events or objects per message, listener buffer size. Every List and Watch message is
+// also capped by bytes (the request's max_batch_bytes, default kDefaultMaxBatchBytes from
+// limits.h), so a client with gRPC's default receive limit reads any batch; an object larger
+// than the cap goes alone. DeleteInformer ends that informer's open Watch streams with
+// UNAVAILABLE.
 //
-// Errors: absl::Status from the registry and the cache become grpc::Status here, codes kept and
-// the message naming the request field.
+// Errors: every error carries a reason (status.h, errors.proto) — INVALID_FIELD naming the
+// request field, INFORMER_NOT_FOUND, NOT_SYNCED (WaitForSync's deadline, with the reflector's
+// state and last error), SUBSCRIBER_LIMIT, INFORMER_DELETED — converted by ToGrpc.
 //
 // Thread safety: gRPC calls the service from many threads; every method is thread-safe. The
 // service must outlive the grpc::Server it is registered with (shut the server down first).

@@ -1,5 +1,5 @@
 // Tests of the Informers service over real gRPC on loopback (port 0), with real stubs, against
-// the fake API server (testing/apiserver) through ApiServerFixture: each test has a namespace of
+// the fake API server (testing/apiserver) through InformerTestEnv: each test has a namespace of
 // its own and a cluster whose client carries the fixture's User-Agent, so faults it arms reach
 // only its informers.
 #include "server/service/informer_service.h"
@@ -14,42 +14,53 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informerd/v1/informers.grpc.pb.h"
 #include "server/informer/apiserver_fixture.h"
 #include "server/service/clusters.h"
 #include "server/service/informer_registry.h"
+#include "server/service/informer_test_env.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 using informer::testing::ApiServerFixture;
 
 const client::GroupVersionResource kConfigMaps{"", "v1", "configmaps"};
 
+// The ErrorInfo a client decodes from the call's `grpc-status-details-bin` trailer (empty when
+// there is none).
+google::rpc::ErrorInfo ErrorInfoOf(const grpc::Status& s) {
+  return GetErrorInfo(FromGrpc(s)).value_or(google::rpc::ErrorInfo());
+}
+
+// The metadata value `key` of the status's ErrorInfo ("" when absent).
+std::string Meta(const grpc::Status& s, const std::string& key) {
+  const google::rpc::ErrorInfo info = ErrorInfoOf(s);
+  auto it = info.metadata().find(key);
+  return it == info.metadata().end() ? "" : it->second;
+}
+
 class InformerServiceTest : public ::testing::Test {
  protected:
   void SetUpService(const std::string& ns, InformerServiceOptions options = {}) {
-    fixture_ = std::make_unique<ApiServerFixture>(ns);
-    ASSERT_TRUE(clusters_
-                    .Add({.name = "test",
-                          .config = ApiServerFixture::Server()->config(),
-                          .user_agent = fixture_->user_agent()})
-                    .ok());
-    InformerRegistryOptions registry_options;
-    registry_options.backoff.initial = absl::Milliseconds(20);
-    registry_options.backoff.max = absl::Milliseconds(400);
-    registry_options.stall_timeout = absl::Seconds(3);
-    registry_ = std::make_unique<InformerRegistry>(&clusters_, registry_options);
-    service_ = std::make_unique<InformerService>(registry_.get(), options);
+    env_ = std::make_unique<InformerTestEnv>(ns);
+    ASSERT_TRUE(env_->status.ok()) << env_->status;
+    fixture_ = env_->fixture.get();
+    registry_ = env_->registry.get();
+    service_ = std::make_unique<InformerService>(registry_, options);
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(service_.get());
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
+    address_ = absl::StrCat("127.0.0.1:", port);
     grpc::ChannelArguments args;
     // Small flow-control windows, so that a client that does not read blocks the server soon.
     args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
@@ -63,7 +74,7 @@ class InformerServiceTest : public ::testing::Test {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
     server_.reset();
     service_.reset();
-    registry_.reset();
+    env_.reset();
   }
 
   v1::InformerSpec ConfigMapSpec() const {
@@ -124,11 +135,12 @@ class InformerServiceTest : public ::testing::Test {
     return objects;
   }
 
-  Clusters clusters_;
-  std::unique_ptr<ApiServerFixture> fixture_;
-  std::unique_ptr<InformerRegistry> registry_;
+  std::unique_ptr<InformerTestEnv> env_;
+  ApiServerFixture* fixture_ = nullptr;  // env_'s
+  InformerRegistry* registry_ = nullptr;  // env_'s
   std::unique_ptr<InformerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Informers::Stub> stub_;
 };
@@ -171,6 +183,10 @@ TEST_F(InformerServiceTest, EnsureIsIdempotentAndNormalizesTheSpec) {
   EXPECT_EQ(first.spec().api_version(), "v1");
   EXPECT_EQ(first.spec().cluster(), "test");
   EXPECT_EQ(first.spec().label_selector(), "a=2,b=1");
+  EXPECT_TRUE(first.namespaced());
+  EXPECT_EQ(first.kind(), "ConfigMap");
+  EXPECT_NE(first.state().reflector(), v1::REFLECTOR_STATE_UNSPECIFIED);
+  EXPECT_FALSE(first.state().reflector_state().empty());
 
   spec.set_label_selector("a=2,b=1");
   ASSERT_TRUE(Ensure(spec, &second).ok());
@@ -206,60 +222,66 @@ TEST_F(InformerServiceTest, EnsureAddsIndexesToTheRunningInformerAndRefusesConfl
   index->set_label_key("tier");
   grpc::Status s = Ensure(spec, &b);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_THAT(s.error_message(), HasSubstr("spec.indexes[0].name"));
+  EXPECT_EQ(ErrorInfoOf(s).reason(), "INDEX_CONFLICT");
+  EXPECT_EQ(Meta(s, "field"), "spec.indexes[0].name");
+  EXPECT_EQ(Meta(s, "index"), "by-app");
+  EXPECT_EQ(Meta(s, "informer_id"), a.id());
 }
 
-TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByName) {
+TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByNameInTheErrorDetails) {
   SetUpService("svc-bad-input");
   struct Case {
     std::function<void(v1::InformerSpec&)> change;
     grpc::StatusCode code;
-    std::string message;
+    std::string reason;
+    std::string field;  // ErrorInfo.metadata["field"]
   };
   const std::vector<Case> cases = {
       {[](v1::InformerSpec& s) { s.clear_resource(); }, grpc::StatusCode::INVALID_ARGUMENT,
-       "spec.resource: required"},
+       "INVALID_FIELD", "spec.resource"},
       {[](v1::InformerSpec& s) { s.mutable_resource()->clear_version(); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.resource.version: required"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.resource.version"},
       {[](v1::InformerSpec& s) { s.mutable_resource()->set_resource("Config/Maps"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.resource.resource:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.resource.resource"},
+      {[](v1::InformerSpec& s) { s.mutable_resource()->set_group("a..b"); },
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.resource.group"},
       {[](v1::InformerSpec& s) { s.set_kind("ConfigMap"); }, grpc::StatusCode::INVALID_ARGUMENT,
-       "spec.api_version:"},
+       "INVALID_FIELD", "spec.api_version"},
       {[](v1::InformerSpec& s) { s.set_namespace_("Not_A_Namespace"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.namespace:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.namespace"},
       {[](v1::InformerSpec& s) { s.set_label_selector("app in (web"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.label_selector:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.label_selector"},
       {[](v1::InformerSpec& s) { s.set_field_selector("no-operator"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.field_selector:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.field_selector"},
       {[](v1::InformerSpec& s) { s.add_indexes()->set_name("by-nothing"); },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0]:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.indexes[0]"},
       {[](v1::InformerSpec& s) {
          auto* i = s.add_indexes();
          i->set_name("Bad_Name");
          i->set_label_key("app");
        },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0].name:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.indexes[0].name"},
       {[](v1::InformerSpec& s) {
          auto* i = s.add_indexes();
          i->set_name("by-path");
          i->set_field_path("spec..x[");
        },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.indexes[0].field_path:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.indexes[0].field_path"},
       {[](v1::InformerSpec& s) {
          s.mutable_transform()->add_keep_paths("spec");
          s.mutable_transform()->set_metadata_only(true);
        },
-       grpc::StatusCode::INVALID_ARGUMENT, "spec.transform:"},
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.transform"},
       {[](v1::InformerSpec& s) { s.mutable_resource()->set_resource("nopes"); },
-       grpc::StatusCode::NOT_FOUND, "spec.resource:"},
+       grpc::StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND", "spec.resource"},
       {[](v1::InformerSpec& s) {
          s.clear_resource();
          s.set_api_version("v1");
          s.set_kind("Nope");
        },
-       grpc::StatusCode::NOT_FOUND, "spec.kind:"},
+       grpc::StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND", "spec.kind"},
       {[](v1::InformerSpec& s) { s.set_cluster("nowhere"); }, grpc::StatusCode::NOT_FOUND,
-       "spec.cluster:"},
+       "CLUSTER_NOT_FOUND", ""},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     v1::InformerSpec spec = ConfigMapSpec();
@@ -267,12 +289,33 @@ TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByName) {
     v1::InformerInfo info;
     grpc::Status s = Ensure(spec, &info);
     EXPECT_EQ(s.error_code(), cases[i].code) << "case " << i << ": " << s.error_message();
-    EXPECT_THAT(s.error_message(), HasSubstr(cases[i].message)) << "case " << i;
+    EXPECT_EQ(ErrorInfoOf(s).reason(), cases[i].reason) << "case " << i;
+    EXPECT_EQ(ErrorInfoOf(s).domain(), "informerd.io") << "case " << i;
+    EXPECT_EQ(Meta(s, "field"), cases[i].field) << "case " << i;
+    if (cases[i].code == grpc::StatusCode::INVALID_ARGUMENT) {
+      // The standard BadRequest names the same field.
+      std::optional<google::rpc::BadRequest> bad = GetBadRequest(FromGrpc(s));
+      ASSERT_TRUE(bad.has_value()) << "case " << i;
+      ASSERT_EQ(bad->field_violations_size(), 1) << "case " << i;
+      EXPECT_EQ(bad->field_violations(0).field(), cases[i].field) << "case " << i;
+    }
+  }
+  {
+    v1::InformerSpec spec = ConfigMapSpec();
+    spec.set_cluster("nowhere");
+    v1::InformerInfo info;
+    EXPECT_EQ(Meta(Ensure(spec, &info), "cluster"), "nowhere");
+    spec = ConfigMapSpec();
+    spec.mutable_resource()->set_resource("nopes");
+    grpc::Status s = Ensure(spec, &info);
+    EXPECT_EQ(Meta(s, "resource"), "nopes");
+    EXPECT_EQ(Meta(s, "cluster"), "test");
   }
   grpc::ClientContext context;
   v1::InformerInfo info;
-  EXPECT_EQ(stub_->EnsureInformer(&context, v1::EnsureInformerRequest(), &info).error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
+  grpc::Status s = stub_->EnsureInformer(&context, v1::EnsureInformerRequest(), &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Meta(s, "field"), "spec");
   EXPECT_TRUE(registry_->List().empty());
 }
 
@@ -285,16 +328,24 @@ TEST(InformerRegistryTest, EnsureWithoutAnyClusterIsAFailedPrecondition) {
   absl::StatusOr<InformerRegistry::Entry> entry = registry.Ensure(spec);
   EXPECT_EQ(entry.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(entry.status().message(), HasSubstr("no cluster is configured"));
+  ASSERT_TRUE(GetErrorInfo(entry.status()).has_value());
+  EXPECT_EQ(GetErrorInfo(entry.status())->reason(), "NO_CLUSTER");
 }
 
-TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreNotFound) {
+TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreInformerNotFound) {
   SetUpService("svc-unknown");
+  // Every call answers the same: NOT_FOUND, INFORMER_NOT_FOUND naming the id.
+  auto expect_not_found = [](const grpc::Status& s, const std::string& id, const char* call) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << call;
+    EXPECT_EQ(ErrorInfoOf(s).reason(), "INFORMER_NOT_FOUND") << call;
+    EXPECT_EQ(Meta(s, "informer_id"), id) << call;
+  };
   {
     grpc::ClientContext c;
     v1::GetInformerRequest r;
     r.set_informer_id("configmaps-0000000000000000");
     v1::InformerInfo info;
-    EXPECT_EQ(stub_->GetInformer(&c, r, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(stub_->GetInformer(&c, r, &info), r.informer_id(), "GetInformer");
   }
   {
     grpc::ClientContext c;
@@ -302,21 +353,22 @@ TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreNotFound) {
     v1::InformerInfo info;
     grpc::Status s = stub_->GetInformer(&c, r, &info);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-    EXPECT_THAT(s.error_message(), HasSubstr("informer_id"));
+    EXPECT_EQ(ErrorInfoOf(s).reason(), "INVALID_FIELD");
+    EXPECT_EQ(Meta(s, "field"), "informer_id");
   }
   {
     grpc::ClientContext c;
     v1::DeleteInformerRequest r;
     r.set_informer_id("nope");
     v1::DeleteInformerResponse response;
-    EXPECT_EQ(stub_->DeleteInformer(&c, r, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(stub_->DeleteInformer(&c, r, &response), "nope", "DeleteInformer");
   }
   {
     grpc::ClientContext c;
     v1::WaitForSyncRequest r;
     r.set_informer_id("nope");
     v1::InformerInfo info;
-    EXPECT_EQ(stub_->WaitForSync(&c, r, &info).error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(stub_->WaitForSync(&c, r, &info), "nope", "WaitForSync");
   }
   {
     grpc::ClientContext c;
@@ -324,14 +376,14 @@ TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreNotFound) {
     r.set_informer_id("nope");
     r.set_key("a/b");
     v1::GetResponse response;
-    EXPECT_EQ(stub_->Get(&c, r, &response).error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(stub_->Get(&c, r, &response), "nope", "Get");
   }
   {
     v1::ListRequest r;
     r.set_informer_id("nope");
     grpc::Status s;
     ListAll(r, &s);
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(s, "nope", "List");
   }
   {
     v1::WatchRequest r;
@@ -339,7 +391,7 @@ TEST_F(InformerServiceTest, CallsNamingAnUnknownInformerAreNotFound) {
     auto watch = OpenWatch(*stub_, r);
     v1::WatchEvent e;
     EXPECT_FALSE(watch->Next(&e));
-    EXPECT_EQ(watch->reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
+    expect_not_found(watch->reader->Finish(), "nope", "Watch");
   }
 }
 
@@ -359,6 +411,9 @@ TEST_F(InformerServiceTest, WaitForSyncEndsAtItsTimeoutOrTheCallDeadline) {
     const absl::Time start = absl::Now();
     grpc::Status s = stub_->WaitForSync(&c, r, &synced);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+    EXPECT_EQ(ErrorInfoOf(s).reason(), "NOT_SYNCED");
+    EXPECT_EQ(Meta(s, "informer_id"), info.id());
+    EXPECT_FALSE(Meta(s, "reflector_state").empty());
     EXPECT_GE(absl::Now() - start, absl::Milliseconds(150));
   }
   {
@@ -384,6 +439,12 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   ASSERT_TRUE(CreateLabelled("web-1", "web").ok());
   ASSERT_TRUE(CreateLabelled("web-2", "web").ok());
   ASSERT_TRUE(CreateLabelled("api-1", "api").ok());
+  ASSERT_TRUE(fixture_->verify_client()
+                  .Create(kConfigMaps, fixture_->ns(),
+                          R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held",)"
+                          R"("labels":{"app":"held"},"annotations":{"team":"platform",)"
+                          R"("note":"line\nnext"},"finalizers":["example.com/hold","example.com/b"]}})")
+                  .ok());
   v1::InformerSpec spec = ConfigMapSpec();
   v1::IndexSpec* index = spec.add_indexes();
   index->set_name("by-app");
@@ -404,6 +465,23 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
     EXPECT_FALSE(response.object().metadata().uid().empty());
     EXPECT_THAT(response.object().json(), HasSubstr("\"web-1\""));
     EXPECT_FALSE(response.resource_version().empty());
+    EXPECT_FALSE(response.object().metadata().creation_timestamp().empty());
+    EXPECT_TRUE(response.object().metadata().annotations().empty());
+    EXPECT_TRUE(response.object().metadata().finalizers().empty());
+  }
+  {
+    grpc::ClientContext c;
+    v1::GetRequest r;
+    r.set_informer_id(id);
+    r.set_key(absl::StrCat(fixture_->ns(), "/held"));
+    v1::GetResponse response;
+    ASSERT_TRUE(stub_->Get(&c, r, &response).ok());
+    ASSERT_TRUE(response.found());
+    const v1::ObjectMeta& meta = response.object().metadata();
+    EXPECT_EQ(meta.annotations().at("team"), "platform");
+    EXPECT_EQ(meta.annotations().at("note"), "line\nnext");
+    EXPECT_THAT(meta.finalizers(), ::testing::ElementsAre("example.com/hold", "example.com/b"));
+    EXPECT_THAT(meta.creation_timestamp(), ::testing::MatchesRegex("[0-9-]+T[0-9:]+Z"));
   }
   {
     grpc::ClientContext c;
@@ -419,9 +497,9 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   r.set_informer_id(id);
   int messages = 0;
   r.set_batch_size(1);
-  EXPECT_EQ(ListAll(r, &s, &messages).size(), 3u);
+  EXPECT_EQ(ListAll(r, &s, &messages).size(), 4u);
   EXPECT_TRUE(s.ok());
-  EXPECT_EQ(messages, 3);
+  EXPECT_EQ(messages, 4);
   r.set_batch_size(0);
   r.set_label_selector("app=web");
   EXPECT_EQ(ListAll(r, &s).size(), 2u);
@@ -430,7 +508,7 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   EXPECT_EQ(ListAll(r, &s).size(), 1u);
   r.set_field_selector("");
   r.set_namespace_(fixture_->ns());
-  EXPECT_EQ(ListAll(r, &s).size(), 3u);
+  EXPECT_EQ(ListAll(r, &s).size(), 4u);
   r.set_namespace_("elsewhere");
   EXPECT_EQ(ListAll(r, &s).size(), 0u);
   EXPECT_TRUE(s.ok());
@@ -457,7 +535,18 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   r.clear_label_selector();
   r.set_batch_size(100000);
   ListAll(r, &s);
-  EXPECT_THAT(s.error_message(), HasSubstr("batch_size"));
+  EXPECT_EQ(Meta(s, "field"), "batch_size");
+  r.set_batch_size(0);
+  r.set_max_batch_bytes(1u << 30);
+  ListAll(r, &s);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Meta(s, "field"), "max_batch_bytes");
+
+  // A byte cap smaller than any object: each object comes alone.
+  r.set_max_batch_bytes(1);
+  EXPECT_EQ(ListAll(r, &s, &messages).size(), 4u);
+  EXPECT_TRUE(s.ok());
+  EXPECT_EQ(messages, 4);
 }
 
 TEST_F(InformerServiceTest, WatchSendsTheSnapshotThenSyncedThenLiveEvents) {
@@ -585,7 +674,9 @@ TEST_F(InformerServiceTest, DeleteInformerEndsItsWatchesWithUnavailable) {
   v1::DeleteInformerResponse response;
   ASSERT_TRUE(stub_->DeleteInformer(&c, r, &response).ok());
   EXPECT_FALSE(watch->Next(&e));
-  EXPECT_EQ(watch->reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  const grpc::Status ended = watch->reader->Finish();
+  EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(ErrorInfoOf(ended).reason(), "INFORMER_DELETED");
   EXPECT_EQ(registry_->Find(id), nullptr);
 }
 
@@ -609,7 +700,9 @@ TEST_F(InformerServiceTest, StreamsBeyondTheSubscriberLimitAreRefused) {
   EXPECT_FALSE(refused->Next(&e));
   grpc::Status s = refused->reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
-  EXPECT_THAT(s.error_message(), HasSubstr("maximum of 3"));
+  EXPECT_EQ(ErrorInfoOf(s).reason(), "SUBSCRIBER_LIMIT");
+  EXPECT_EQ(Meta(s, "limit"), "3");
+  EXPECT_EQ(Meta(s, "scope"), "informer");
 
   // A client that goes away frees its place.
   idle[0]->context.TryCancel();
@@ -621,6 +714,94 @@ TEST_F(InformerServiceTest, StreamsBeyondTheSubscriberLimitAreRefused) {
   do {
     ASSERT_TRUE(again->Next(&e));
   } while (e.type() != v1::WatchEvent::SYNCED);
+}
+
+TEST_F(InformerServiceTest, WaitForSyncOnAResourceTheServerRefusesSaysWhyReadably) {
+  SetUpService("svc-refused");
+  ASSERT_TRUE(fixture_->Seed(1).ok());
+  // Every list and watch of this test's configmaps fails with the API server's 500.
+  ASSERT_TRUE(fixture_
+                  ->Fault(R"("type":"internal-error","count":-1,)"
+                          R"("message":"configmaps are unavailable to this test")")
+                  .ok());
+  v1::InformerInfo info;
+  ASSERT_TRUE(Ensure(ConfigMapSpec(), &info).ok());
+  // The code, the API server's message and its Kubernetes reason; no payload bytes.
+  const std::string readable =
+      "INTERNAL: Internal error occurred: configmaps are unavailable to this test (InternalError)";
+  // Once the reflector's list has failed (a streaming list's failure may come first).
+  grpc::Status s;
+  ASSERT_TRUE(Eventually([&] {
+    grpc::ClientContext c;
+    v1::WaitForSyncRequest r;
+    r.set_informer_id(info.id());
+    r.set_timeout_ms(50);
+    v1::InformerInfo synced;
+    s = stub_->WaitForSync(&c, r, &synced);
+    return Meta(s, "last_error") == readable;
+  })) << s.error_message();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_EQ(ErrorInfoOf(s).reason(), "NOT_SYNCED");
+  EXPECT_EQ(Meta(s, "kubernetes_reason"), "InternalError");
+  EXPECT_EQ(Meta(s, "last_error"), readable);
+  EXPECT_THAT(s.error_message(), HasSubstr("configmaps are unavailable to this test"));
+  EXPECT_THAT(s.error_message(), Not(HasSubstr("informerd.io/client")));
+
+  // The informer's state says the same, without payload bytes (the reflector may have failed
+  // again meanwhile, perhaps in its streaming list).
+  grpc::ClientContext c;
+  v1::GetInformerRequest r;
+  r.set_informer_id(info.id());
+  v1::InformerInfo state;
+  ASSERT_TRUE(stub_->GetInformer(&c, r, &state).ok());
+  EXPECT_THAT(state.state().last_error(),
+              ::testing::AllOf(::testing::StartsWith("INTERNAL: "),
+                               HasSubstr("configmaps are unavailable to this test"),
+                               ::testing::EndsWith(" (InternalError)")));
+  EXPECT_GT(state.state().last_error_unix_ms(), 0);
+  EXPECT_FALSE(state.state().synced());
+}
+
+TEST_F(InformerServiceTest, ObjectsOfAMebibyteReachAClientWithDefaultChannelSettings) {
+  SetUpService("svc-large");
+  // 10 MiB in all: a count-only batch would be far beyond gRPC's default 4 MiB receive limit.
+  ASSERT_TRUE(fixture_->Seed(10, 1 << 20).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  // No raised receive limit, no custom arguments.
+  std::unique_ptr<v1::Informers::Stub> plain =
+      v1::Informers::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+
+  {
+    grpc::ClientContext c;
+    v1::ListRequest r;
+    r.set_informer_id(id);
+    auto reader = plain->List(&c, r);
+    v1::ListResponse response;
+    size_t objects = 0;
+    while (reader->Read(&response)) {
+      for (const v1::Object& o : response.objects()) EXPECT_GT(o.json().size(), 1000000u);
+      objects += response.objects_size();
+    }
+    const grpc::Status s = reader->Finish();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(objects, 10u);
+  }
+  {
+    v1::WatchRequest r;
+    r.set_informer_id(id);
+    auto watch = OpenWatch(*plain, r);
+    v1::WatchEvent e;
+    int added = 0;
+    for (;;) {
+      ASSERT_TRUE(watch->Next(&e)) << watch->reader->Finish().error_message();
+      if (e.type() == v1::WatchEvent::SYNCED) break;
+      EXPECT_EQ(e.type(), v1::WatchEvent::ADDED);
+      EXPECT_GT(e.object().json().size(), 1000000u);
+      ++added;
+    }
+    EXPECT_EQ(added, 10);
+    watch->context.TryCancel();
+  }
 }
 
 }  // namespace

@@ -36,11 +36,6 @@ absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>&
 
 }  // namespace
 
-grpc::Status ToGrpc(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
-
 QueueService::QueueService(QueueRegistry* queues)
     : queues_(queues), poller_([this] { PollDrains(); }) {}
 

@@ -27,14 +27,12 @@
 #include "base/mutex.h"
 #include "informerd/v1/queues.grpc.pb.h"
 #include "server/service/queue_registry.h"
+#include "server/service/status.h"  // ToGrpc
 
 namespace informerd::service {
 
 // Keys per Add/AddAfter/AddRateLimited/Forget request, at most.
 inline constexpr int kMaxKeysPerRequest = 10000;
-
-// absl::Status to grpc::Status (same code and message).
-grpc::Status ToGrpc(const absl::Status& status);
 
 class QueueService final : public v1::Queues::CallbackService {
  public:

@@ -15,6 +15,7 @@
 #include "server/service/informer_service.h"
 #include "server/service/informer_test_env.h"
 #include "server/service/queue_registry.h"
+#include "server/service/source_lookups.h"
 
 namespace informerd::service {
 namespace {
@@ -23,7 +24,8 @@ class AdminServiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(env_.status.ok()) << env_.status;
-    queues_ = std::make_unique<QueueRegistry>(env_.registry.get(), QueueRegistryOptions{});
+    queues_ = std::make_unique<QueueRegistry>(
+        InformerSourceLookups(env_.registry.get(), &env_.clusters), QueueRegistryOptions{});
     informer_service_ =
         std::make_unique<InformerService>(env_.registry.get(), InformerServiceOptions{});
     admin_ = std::make_unique<AdminService>(&env_.clusters, env_.registry.get(), queues_.get(),

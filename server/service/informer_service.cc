@@ -13,6 +13,7 @@
 #include "server/informer/label_selector.h"
 #include "server/informer/processor_listener.h"
 #include "server/service/limits.h"
+#include "server/service/object_proto.h"
 #include "server/service/status.h"
 
 namespace informerd::service {
@@ -70,41 +71,6 @@ grpc::Status NotSynced(const InformerRegistry::Entry& entry) {
   if (!kubernetes_reason.empty()) metadata.emplace_back("kubernetes_reason", kubernetes_reason);
   return ToGrpc(
       Error(absl::StatusCode::kDeadlineExceeded, v1::NOT_SYNCED, message, metadata));
-}
-
-// The object as the API carries it: its JSON bytes (one copy) and its parsed metadata.
-void ToProto(const client::Object& object, v1::Object* out) {
-  out->set_json(object.json().data(), object.json().size());
-  v1::ObjectMeta* meta = out->mutable_metadata();
-  meta->set_namespace_(object.namespace_name().data(), object.namespace_name().size());
-  meta->set_name(object.name().data(), object.name().size());
-  meta->set_uid(object.uid().data(), object.uid().size());
-  meta->set_resource_version(object.resource_version().data(), object.resource_version().size());
-  meta->set_generation(object.generation());
-  meta->set_deletion_timestamp(object.deletion_timestamp().data(),
-                               object.deletion_timestamp().size());
-  meta->set_key(object.key().data(), object.key().size());
-  meta->set_api_version(object.api_version().data(), object.api_version().size());
-  meta->set_kind(object.kind().data(), object.kind().size());
-  meta->set_creation_timestamp(object.creation_timestamp().data(),
-                               object.creation_timestamp().size());
-  for (auto [from, to] : {std::pair(object.labels(), meta->mutable_labels()),
-                          std::pair(object.annotations(), meta->mutable_annotations())}) {
-    for (const client::Object::Label& entry : from) {
-      (*to)[std::string(entry.key)] = std::string(entry.value);
-    }
-  }
-  for (absl::string_view finalizer : object.finalizers()) {
-    meta->add_finalizers(finalizer.data(), finalizer.size());
-  }
-  for (const client::OwnerReference& ref : object.owner_references()) {
-    v1::OwnerReference* o = meta->add_owner_references();
-    o->set_api_version(ref.api_version.data(), ref.api_version.size());
-    o->set_kind(ref.kind.data(), ref.kind.size());
-    o->set_name(ref.name.data(), ref.name.size());
-    o->set_uid(ref.uid.data(), ref.uid.size());
-    o->set_controller(ref.controller);
-  }
 }
 
 // Answers a streaming call with an error and nothing else.
@@ -238,7 +204,7 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
     }
     while (next_ < objects_.size() && static_cast<size_t>(response_.objects_size()) < batch_) {
       v1::Object* object = response_.add_objects();
-      ToProto(*objects_[next_], object);
+      ObjectToProto(*objects_[next_], object);
       objects_[next_++].reset();  // copied: let the cache free it if it changed meanwhile
       const size_t size = object->ByteSizeLong();
       if (response_.objects_size() > 1 && bytes + size > max_bytes_) {
@@ -429,7 +395,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
       case Notification::Type::kUpdate:
         event->set_type(v1::WatchEvent::UPDATED);
         if (include_old_object_ && n.old_object != nullptr) {
-          ToProto(*n.old_object, event->mutable_old_object());
+          ObjectToProto(*n.old_object, event->mutable_old_object());
         }
         break;
       case Notification::Type::kDelete:
@@ -441,7 +407,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         event->set_resnapshot_keys(n.resnapshot_keys);
         return;
     }
-    if (n.object != nullptr) ToProto(*n.object, event->mutable_object());
+    if (n.object != nullptr) ObjectToProto(*n.object, event->mutable_object());
   }
 
   InformerService* const service_;
@@ -578,7 +544,7 @@ grpc::ServerUnaryReactor* InformerService::Get(grpc::CallbackServerContext* cont
   if (informer == nullptr) return Answer(context, ToGrpc(InformerNotFound(request->informer_id())));
   const informer::GetResult got = informer->lister().Get(request->key());
   response->set_found(got.object != nullptr);
-  if (got.object != nullptr) ToProto(*got.object, response->mutable_object());
+  if (got.object != nullptr) ObjectToProto(*got.object, response->mutable_object());
   response->set_resource_version(got.resource_version);
   return Answer(context, grpc::Status::OK);
 }

@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "server/service/queue_spec.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -13,11 +14,14 @@ namespace {
 using workqueue::Lease;
 
 void Refuse(std::vector<v1::Refusal>* refusals, absl::string_view key, uint64_t token,
-            absl::StatusCode code, std::string message) {
+            v1::ErrorReason reason, std::string message) {
   v1::Refusal& r = refusals->emplace_back();
   r.set_key(std::string(key));
   r.set_token(token);
-  r.set_code(static_cast<int32_t>(code));
+  r.set_code(static_cast<int32_t>(reason == v1::INVALID_FIELD
+                                      ? absl::StatusCode::kInvalidArgument
+                                      : absl::StatusCode::kFailedPrecondition));
+  r.set_reason(reason);
   r.set_message(std::move(message));
 }
 
@@ -66,19 +70,19 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
     for (int i = 0; i < outcomes.outcomes_size(); ++i) {
       const v1::Outcome& o = outcomes.outcomes(i);
       if (!attached_) {
-        Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kFailedPrecondition,
+        Refuse(&refusals, o.key(), o.token(), v1::KEY_NOT_HELD,
                "this stream no longer holds any key");
         continue;
       }
       auto it = held_.find(o.key());
       if (it == held_.end()) {
-        Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kFailedPrecondition,
+        Refuse(&refusals, o.key(), o.token(), v1::KEY_NOT_HELD,
                absl::StrCat("key ", Quoted(o.key()), " is not held by this stream"));
         continue;
       }
       Held& held = it->second;
       if (held.lease.token != o.token()) {
-        Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kFailedPrecondition,
+        Refuse(&refusals, o.key(), o.token(), v1::STALE_TOKEN,
                absl::StrCat("stale token ", o.token(), " for key ", Quoted(o.key()),
                             ": this stream holds it with token ", held.lease.token));
         continue;
@@ -86,7 +90,7 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
       if (held.expired) {
         // The key went back to the queue when the lease expired; this outcome is too late. The
         // worker's reconcile is over, so its credit comes back.
-        Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kFailedPrecondition,
+        Refuse(&refusals, o.key(), o.token(), v1::LEASE_EXPIRED,
                absl::StrCat("lease of key ", Quoted(o.key()), " (token ", o.token(),
                             ") expired after ", absl::FormatDuration(table_->lease_timeout_),
                             " without an outcome or heartbeat; the key was handed out again"));
@@ -96,7 +100,7 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
       const bool delayed = o.result() == v1::Outcome::REQUEUE_AFTER ||
                            o.result() == v1::Outcome::FORGET_AND_REQUEUE_AFTER;
       if (delayed && (o.requeue_after_ms() < 0 || o.requeue_after_ms() > kMaxDelayMs)) {
-        Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kInvalidArgument,
+        Refuse(&refusals, o.key(), o.token(), v1::INVALID_FIELD,
                absl::StrCat("outcomes[", i, "].requeue_after_ms: must be in 0..", kMaxDelayMs));
         continue;  // still held: the worker may send a valid outcome
       }
@@ -120,7 +124,7 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
         case v1::Outcome::DONE:
           break;
         default:
-          Refuse(&refusals, o.key(), o.token(), absl::StatusCode::kInvalidArgument,
+          Refuse(&refusals, o.key(), o.token(), v1::INVALID_FIELD,
                  absl::StrCat("outcomes[", i,
                               "].result: must be SUCCESS, RETRY, REQUEUE_AFTER, DONE or "
                               "FORGET_AND_REQUEUE_AFTER"));
@@ -142,21 +146,21 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
     const v1::LeaseRef& ref = heartbeat.leases(i);
     auto it = attached_ ? held_.find(ref.key()) : held_.end();
     if (it == held_.end()) {
-      Refuse(&refusals, ref.key(), ref.token(), absl::StatusCode::kFailedPrecondition,
+      Refuse(&refusals, ref.key(), ref.token(), v1::KEY_NOT_HELD,
              absl::StrCat("heartbeat.leases[", i, "]: key ", Quoted(ref.key()),
                           " is not held by this stream"));
       continue;
     }
     Held& held = it->second;
     if (held.lease.token != ref.token()) {
-      Refuse(&refusals, ref.key(), ref.token(), absl::StatusCode::kFailedPrecondition,
+      Refuse(&refusals, ref.key(), ref.token(), v1::STALE_TOKEN,
              absl::StrCat("heartbeat.leases[", i, "]: stale token ", ref.token(), " for key ",
                           Quoted(ref.key()), ": this stream holds it with token ",
                           held.lease.token));
       continue;
     }
     if (held.expired) {
-      Refuse(&refusals, ref.key(), ref.token(), absl::StatusCode::kFailedPrecondition,
+      Refuse(&refusals, ref.key(), ref.token(), v1::LEASE_EXPIRED,
              absl::StrCat("heartbeat.leases[", i, "]: the lease of key ", Quoted(ref.key()),
                           " already expired; the key was handed out again"));
       continue;
@@ -219,7 +223,8 @@ absl::StatusOr<std::unique_ptr<Worker>> LeaseTable::Attach(WorkerOptions options
   std::string id = absl::StrCat(queue_name_, "/", next_stream_.fetch_add(1));
   MutexLock lock(&mu_);
   if (stopping_) {
-    return absl::FailedPreconditionError(absl::StrCat("queue ", queue_name_, " is shut down"));
+    return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_SHUT_DOWN,
+                 absl::StrCat("queue ", queue_name_, " is shut down"), {{"queue", queue_name_}});
   }
   std::unique_ptr<Worker> worker(
       new Worker(this, std::move(id), std::move(options), std::move(sink)));

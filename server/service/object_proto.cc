@@ -1,6 +1,7 @@
 #include "server/service/object_proto.h"
 
 #include <string>
+#include <utility>
 
 namespace informerd::service {
 
@@ -17,9 +18,16 @@ void ObjectToProto(const client::Object& object, v1::Object* out) {
   meta->set_key(object.key().data(), object.key().size());
   meta->set_api_version(object.api_version().data(), object.api_version().size());
   meta->set_kind(object.kind().data(), object.kind().size());
-  auto& labels = *meta->mutable_labels();
-  for (const client::Object::Label& label : object.labels()) {
-    labels[std::string(label.key)] = std::string(label.value);
+  meta->set_creation_timestamp(object.creation_timestamp().data(),
+                               object.creation_timestamp().size());
+  for (auto [from, to] : {std::pair(object.labels(), meta->mutable_labels()),
+                          std::pair(object.annotations(), meta->mutable_annotations())}) {
+    for (const client::Object::Label& entry : from) {
+      (*to)[std::string(entry.key)] = std::string(entry.value);
+    }
+  }
+  for (absl::string_view finalizer : object.finalizers()) {
+    meta->add_finalizers(finalizer.data(), finalizer.size());
   }
   for (const client::OwnerReference& ref : object.owner_references()) {
     v1::OwnerReference* o = meta->add_owner_references();

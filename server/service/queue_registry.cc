@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -11,7 +12,18 @@ namespace {
 using workqueue::Lease;
 
 absl::Status ShutDownError(absl::string_view name) {
-  return absl::FailedPreconditionError(absl::StrCat("queue ", name, " is shut down"));
+  return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_SHUT_DOWN,
+               absl::StrCat("queue ", name, " is shut down"), {{"queue", name}});
+}
+
+absl::Status QueueNotFound(absl::string_view name) {
+  return Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
+               absl::StrCat("queue \"", name, "\" not found"), {{"queue", name}});
+}
+
+absl::Status ShuttingDown() {
+  return Error(absl::StatusCode::kUnavailable, v1::DAEMON_SHUTTING_DOWN,
+               "informerd is shutting down");
 }
 
 uint64_t NowNanos() { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now())); }
@@ -223,7 +235,7 @@ QueueRegistry::~QueueRegistry() {
     queues.swap(queues_);
   }
   for (auto& [name, q] : queues) {
-    q->Close(absl::UnavailableError("informerd is shutting down"));
+    q->Close(ShuttingDown());
   }
 }
 
@@ -309,9 +321,10 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::Queu
     if (it->second->spec().SerializeAsString() == built->spec.SerializeAsString()) {
       return it->second;
     }
-    return absl::FailedPreconditionError(
-        absl::StrCat("spec: queue ", built->spec.name(),
-                     " exists with a different spec; change it with UpdateQueue"));
+    return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_EXISTS_WITH_OTHER_SPEC,
+                 absl::StrCat("spec: queue ", built->spec.name(),
+                              " exists with a different spec; change it with UpdateQueue"),
+                 {{"queue", built->spec.name()}});
   }
   return CreateLocked(*std::move(built));
 }
@@ -324,7 +337,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
   auto it = queues_.find(built->spec.name());
   if (it == queues_.end()) {
     if (!allow_missing) {
-      return absl::NotFoundError(absl::StrCat("queue \"", built->spec.name(), "\" not found"));
+      return QueueNotFound(built->spec.name());
     }
     return CreateLocked(*std::move(built));
   }
@@ -340,7 +353,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
 absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view name) const {
   MutexLock lock(&mu_);
   auto it = queues_.find(name);
-  if (it == queues_.end()) return absl::NotFoundError(absl::StrCat("queue \"", name, "\" not found"));
+  if (it == queues_.end()) return QueueNotFound(name);
   return it->second;
 }
 
@@ -350,12 +363,13 @@ absl::Status QueueRegistry::Delete(absl::string_view name) {
     MutexLock lock(&mu_);
     auto it = queues_.find(name);
     if (it == queues_.end()) {
-      return absl::NotFoundError(absl::StrCat("queue \"", name, "\" not found"));
+      return QueueNotFound(name);
     }
     q = std::move(it->second);
     queues_.erase(it);
   }
-  q->Close(absl::NotFoundError(absl::StrCat("queue ", name, " was deleted")));
+  q->Close(Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
+                 absl::StrCat("queue ", name, " was deleted"), {{"queue", name}}));
   return absl::OkStatus();
 }
 
@@ -372,7 +386,7 @@ void QueueRegistry::ShutDownAll(absl::Duration drain_deadline) {
   std::vector<std::shared_ptr<NamedQueue>> queues = List();
   for (auto& q : queues) q->ShutDown();  // all stop at once; then wait for each
   for (auto& q : queues) q->ShutDownAndDrain(deadline);
-  for (auto& q : queues) q->Close(absl::UnavailableError("informerd is shutting down"));
+  for (auto& q : queues) q->Close(ShuttingDown());
 }
 
 }  // namespace informerd::service

@@ -15,19 +15,20 @@ grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl
 
 absl::StatusOr<std::shared_ptr<NamedQueue>> FindQueue(QueueRegistry* queues,
                                                       const std::string& name) {
-  if (name.empty()) return absl::InvalidArgumentError("queue: required");
+  if (name.empty()) return InvalidField("queue", "required");
   return queues->Get(name);
 }
 
 // Every key valid and the batch within bounds; else INVALID_ARGUMENT naming the first bad one.
 absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>& keys) {
   if (keys.size() > kMaxKeysPerRequest) {
-    return absl::InvalidArgumentError(absl::StrCat("keys: ", keys.size(), " keys, at most ",
-                                                   kMaxKeysPerRequest, " per request"));
+    return InvalidField("keys",
+                        absl::StrCat(keys.size(), " keys, at most ", kMaxKeysPerRequest,
+                                     " per request"));
   }
   for (int i = 0; i < keys.size(); ++i) {
     if (std::string why = InvalidKeyReason(keys[i]); !why.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("keys[", i, "]: ", why));
+      return InvalidField(absl::StrCat("keys[", i, "]"), why);
     }
   }
   return absl::OkStatus();
@@ -103,7 +104,7 @@ grpc::ServerUnaryReactor* QueueService::UpdateQueue(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* context,
                                                     const v1::DeleteQueueRequest* request,
                                                     v1::DeleteQueueResponse* response) {
-  if (request->queue().empty()) return Reply(context, absl::InvalidArgumentError("queue: required"));
+  if (request->queue().empty()) return Reply(context, InvalidField("queue", "required"));
   return Reply(context, queues_->Delete(request->queue()));
 }
 
@@ -133,12 +134,9 @@ grpc::ServerUnaryReactor* QueueService::AddAfter(grpc::CallbackServerContext* co
   auto q = FindQueue(queues_, request->queue());
   if (!q.ok()) return Reply(context, q.status());
   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
-  // At most a year: beyond that absl::Duration arithmetic in the queue would saturate.
-  constexpr int64_t kMaxDelayMs = int64_t{365} * 24 * 3600 * 1000;
   if (request->delay_ms() < 0 || request->delay_ms() > kMaxDelayMs) {
-    return Reply(context, absl::InvalidArgumentError(
-                              absl::StrCat("delay_ms: must be in 0..", kMaxDelayMs, ", got ",
-                                           request->delay_ms())));
+    return Reply(context, InvalidField("delay_ms", absl::StrCat("must be in 0..", kMaxDelayMs,
+                                                                 ", got ", request->delay_ms())));
   }
   return Reply(context,
                (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms())));
@@ -169,7 +167,7 @@ grpc::ServerUnaryReactor* QueueService::NumRequeues(grpc::CallbackServerContext*
   auto q = FindQueue(queues_, request->queue());
   if (!q.ok()) return Reply(context, q.status());
   if (std::string why = InvalidKeyReason(request->key()); !why.empty()) {
-    return Reply(context, absl::InvalidArgumentError(absl::StrCat("key: ", why)));
+    return Reply(context, InvalidField("key", why));
   }
   response->set_requeues((*q)->NumRequeues(request->key()));
   return Reply(context, absl::OkStatus());

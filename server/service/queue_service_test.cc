@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/queue_test_util.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -227,6 +228,33 @@ TEST(QueueServiceTest, BadSpecsAreRefusedNamingTheField) {
        "spec.sources[0].informer_id: required"},
       {[](v1::QueueSpec* p) { p->add_sources()->set_informer_id("nope"); },
        grpc::StatusCode::NOT_FOUND, "spec.sources[0].informer_id: no such informer"},
+      {[](v1::QueueSpec* p) { p->set_lease_timeout_ms(5); }, grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.lease_timeout_ms"},
+      {[](v1::QueueSpec* p) {
+         v1::QueueSource* src = p->add_sources();
+         src->set_informer_id("x");
+         src->add_predicates();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.sources[0].predicates[0]"},
+      {[](v1::QueueSpec* p) {
+         v1::QueueSource* src = p->add_sources();
+         src->set_informer_id("x");
+         src->add_predicates()->mutable_fields_changed();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.sources[0].predicates[0].fields_changed.field_paths"},
+      {[](v1::QueueSpec* p) {
+         v1::QueueSource* src = p->add_sources();
+         src->set_informer_id("x");
+         src->add_predicates()->mutable_fields_changed()->add_field_paths("spec..replicas");
+       },
+       grpc::StatusCode::INVALID_ARGUMENT,
+       "spec.sources[0].predicates[0].fields_changed.field_paths[0]"},
+      {[](v1::QueueSpec* p) {
+         v1::QueueSource* src = p->add_sources();
+         src->set_informer_id("x");
+         src->mutable_owner();
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "spec.sources[0].owner.kind"},
   };
   for (size_t i = 0; i < cases.size(); ++i) {
     v1::QueueSpec spec = Spec("q");
@@ -234,6 +262,20 @@ TEST(QueueServiceTest, BadSpecsAreRefusedNamingTheField) {
     grpc::Status status = s.CreateQueue(spec);
     EXPECT_EQ(status.error_code(), cases[i].code) << i << ": " << status.error_message();
     EXPECT_THAT(status.error_message(), HasSubstr(cases[i].field)) << i;
+    // The machine-readable details say the same: a reason, and the field for bad input.
+    const absl::Status detailed = FromGrpc(status);
+    std::optional<google::rpc::ErrorInfo> info = GetErrorInfo(detailed);
+    ASSERT_TRUE(info.has_value()) << i;
+    EXPECT_EQ(info->domain(), "informerd.io");
+    if (cases[i].code == grpc::StatusCode::INVALID_ARGUMENT) {
+      EXPECT_EQ(info->reason(), "INVALID_FIELD") << i;
+      std::optional<google::rpc::BadRequest> bad = GetBadRequest(detailed);
+      ASSERT_TRUE(bad.has_value() && bad->field_violations_size() == 1) << i;
+      EXPECT_THAT(cases[i].field, ::testing::StartsWith(bad->field_violations(0).field())) << i;
+    } else {
+      EXPECT_EQ(info->reason(), "INFORMER_NOT_FOUND") << i;
+      EXPECT_EQ(info->metadata().at("field"), "spec.sources[0].informer_id");
+    }
   }
   EXPECT_TRUE(s.registry().List().empty()) << "nothing created";
 }
@@ -245,6 +287,10 @@ TEST(QueueServiceTest, BadRequestsAreRefusedNamingTheFieldAndAddNothing) {
   grpc::Status unknown = s.Add("missing", {"ns/a"});
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_THAT(unknown.error_message(), HasSubstr("missing"));
+  std::optional<google::rpc::ErrorInfo> info = GetErrorInfo(FromGrpc(unknown));
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->reason(), "QUEUE_NOT_FOUND");
+  EXPECT_EQ(info->metadata().at("queue"), "missing");
 
   grpc::Status empty_key = s.Add("q", {"ns/a", ""});
   EXPECT_EQ(empty_key.error_code(), grpc::StatusCode::INVALID_ARGUMENT);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "server/service/queue_spec.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -32,11 +33,6 @@ bool SameValues(const informer::FieldPath& path, const client::Object& a, const 
   return va == vb;
 }
 
-// PENDING-MERGE: client::Object::annotations() arrives with the metadata change.
-bool AnnotationsChanged(const client::Object& a, const client::Object& b) {
-  return a.resource_version() != b.resource_version();
-}
-
 }  // namespace
 
 void KeySink::Enqueue(absl::string_view key) const {
@@ -52,15 +48,16 @@ absl::StatusOr<std::shared_ptr<const SourceMapper>> SourceMapper::Create(
   std::shared_ptr<SourceMapper> m(new SourceMapper());
   std::optional<SourceInformer> inf = lookups.informer(src.informer_id());
   if (!inf.has_value() || inf->informer == nullptr) {
-    return absl::NotFoundError(
-        absl::StrCat(f, ".informer_id: no such informer \"", src.informer_id(), "\""));
+    const std::string field = f + ".informer_id";
+    return Error(absl::StatusCode::kNotFound, v1::INFORMER_NOT_FOUND,
+                 absl::StrCat(field, ": no such informer \"", src.informer_id(), "\""),
+                 {{"field", field}, {"informer_id", src.informer_id()}});
   }
   m->informer_ = std::move(inf->informer);
   m->cluster_ = std::move(inf->cluster);
   auto selector = informer::LabelSelector::Parse(src.label_selector());
   if (!selector.ok()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(f, ".label_selector: ", selector.status().message()));
+    return InvalidField(f + ".label_selector", selector.status().message());
   }
   m->selector_ = std::move(*selector);
   for (const v1::Predicate& p : src.predicates()) {
@@ -99,8 +96,13 @@ absl::StatusOr<std::shared_ptr<const SourceMapper>> SourceMapper::Create(
         absl::StatusOr<bool> namespaced =
             lookups.kind_namespaced(m->cluster_, m->owner_group_, owner.kind());
         if (!namespaced.ok()) {
-          return absl::Status(namespaced.status().code(),
-                              absl::StrCat(f, ".owner: ", namespaced.status().message()));
+          const std::string field = f + ".owner";
+          if (namespaced.status().code() == absl::StatusCode::kNotFound) {
+            return Error(absl::StatusCode::kNotFound, v1::RESOURCE_NOT_FOUND,
+                         absl::StrCat(field, ": ", namespaced.status().message()),
+                         {{"field", field}, {"kind", owner.kind()}});
+          }
+          return Prefixed(absl::StrCat(field, ": "), namespaced.status());
         }
         m->owner_namespaced_ = *namespaced;
       }
@@ -110,14 +112,16 @@ absl::StatusOr<std::shared_ptr<const SourceMapper>> SourceMapper::Create(
       const v1::IndexLookup& ix = src.index();
       std::optional<SourceInformer> target = lookups.informer(ix.informer_id());
       if (!target.has_value() || target->informer == nullptr) {
-        return absl::NotFoundError(absl::StrCat(f, ".index.informer_id: no such informer \"",
-                                                ix.informer_id(), "\""));
+        const std::string field = f + ".index.informer_id";
+        return Error(absl::StatusCode::kNotFound, v1::INFORMER_NOT_FOUND,
+                     absl::StrCat(field, ": no such informer \"", ix.informer_id(), "\""),
+                     {{"field", field}, {"informer_id", ix.informer_id()}});
       }
       const std::vector<std::string> names = target->informer->store().IndexNames();
       if (std::find(names.begin(), names.end(), ix.index_name()) == names.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(f, ".index.index_name: informer ", ix.informer_id(), " has no index \"",
-                         ix.index_name(), "\""));
+        return InvalidField(f + ".index.index_name",
+                            absl::StrCat("informer ", ix.informer_id(), " has no index \"",
+                                         ix.index_name(), "\""));
       }
       m->kind_ = Kind::kIndex;
       m->index_informer_ = target->informer;
@@ -142,7 +146,10 @@ bool SourceMapper::Passes(const client::Object& old_object,
     }
   }
   if (predicates_.labels && !SameSpan(old_object.labels(), new_object.labels())) return true;
-  if (predicates_.annotations && AnnotationsChanged(old_object, new_object)) return true;
+  if (predicates_.annotations &&
+      !SameSpan(old_object.annotations(), new_object.annotations())) {
+    return true;
+  }
   for (const informer::FieldPath& path : predicates_.fields) {
     if (!SameValues(path, old_object, new_object)) return true;
   }

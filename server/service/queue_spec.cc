@@ -4,10 +4,11 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "server/informer/field_path.h"
 #include "server/informer/label_selector.h"
+#include "server/service/names.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
 namespace {
@@ -20,21 +21,7 @@ constexpr int kMaxFieldPaths = 32;
 constexpr absl::string_view kClusterSeparator = "//";
 
 absl::Status Invalid(absl::string_view field, absl::string_view why) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", why));
-}
-
-std::string InvalidNameReason(absl::string_view name) {
-  if (name.empty()) return "required";
-  if (name.size() > 253) return "at most 253 characters";
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    const bool alnum = absl::ascii_islower(c) || absl::ascii_isdigit(c);
-    const bool edge = i == 0 || i + 1 == name.size();
-    if (!alnum && (edge || (c != '-' && c != '.'))) {
-      return absl::StrCat("\"", name, "\" must match [a-z0-9]([-a-z0-9.]*[a-z0-9])?");
-    }
-  }
-  return "";
+  return InvalidField(field, why);
 }
 
 absl::Status CheckDelay(absl::string_view field, int64_t ms, bool positive) {
@@ -181,7 +168,7 @@ QueueKeyParts SplitQueueKey(absl::string_view key) {
 }
 
 absl::StatusOr<v1::QueueSpec> NormalizeQueueSpec(const v1::QueueSpec& in) {
-  if (std::string why = InvalidNameReason(in.name()); !why.empty()) {
+  if (std::string why = Dns1123SubdomainError(in.name()); !why.empty()) {
     return Invalid("spec.name", why);
   }
   v1::QueueSpec spec = in;

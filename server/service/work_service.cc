@@ -8,17 +8,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "server/service/limits.h"
 #include "server/service/object_proto.h"
 #include "server/service/queue_service.h"
+#include "server/service/status.h"
 
 namespace informerd::service {
-namespace {
-
-// Leases responses' byte caps (Start.max_batch_bytes), below gRPC's default 4 MiB receive limit.
-constexpr size_t kDefaultMaxBatchBytes = size_t{2} << 20;
-constexpr size_t kMaxBatchBytes = size_t{64} << 20;
-
-}  // namespace
 
 // One worker stream: the gRPC reactor and the queue's LeaseSink in one object.
 //
@@ -90,8 +85,7 @@ class WorkService::Stream final
           break;
         }
         case v1::ProcessRequest::kStart:
-          RequestFinish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                     "start: sent twice; a stream serves one queue"));
+          RequestFinish(ToGrpc(InvalidField("start", "sent twice; a stream serves one queue")));
           return;
         default:
           break;  // an empty message: nothing to do
@@ -129,32 +123,32 @@ class WorkService::Stream final
  private:
   grpc::Status HandleStart() {
     if (in_.kind_case() != v1::ProcessRequest::kStart) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "the first message must be start");
+      return ToGrpc(InvalidField("start", "the first message must be start"));
     }
     const v1::Start& start = in_.start();
     if (start.queue().empty()) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "start.queue: required");
+      return ToGrpc(InvalidField("start.queue", "required"));
     }
     if (start.max_in_flight() < 1 || start.max_in_flight() > kMaxInFlight) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("start.max_in_flight: must be in 1..", kMaxInFlight,
-                                       ", got ", start.max_in_flight()));
+      return ToGrpc(InvalidField("start.max_in_flight",
+                                 absl::StrCat("must be in 1..", kMaxInFlight, ", got ",
+                                              start.max_in_flight())));
     }
     if (start.worker_name().size() > 253) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          "start.worker_name: at most 253 bytes");
+      return ToGrpc(InvalidField("start.worker_name", "at most 253 bytes"));
     }
-    if (start.max_batch_bytes() > kMaxBatchBytes) {
-      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                          absl::StrCat("start.max_batch_bytes: at most ", kMaxBatchBytes));
+    if (start.max_batch_bytes() > kMaxMaxBatchBytes) {
+      return ToGrpc(
+          InvalidField("start.max_batch_bytes", absl::StrCat("at most ", kMaxMaxBatchBytes)));
     }
     if (!start.object_informer_id().empty()) {
       std::optional<SourceInformer> inf = queues_->lookups().informer(start.object_informer_id());
       if (!inf.has_value() || inf->informer == nullptr) {
-        return grpc::Status(grpc::StatusCode::NOT_FOUND,
+        return ToGrpc(Error(absl::StatusCode::kNotFound, v1::INFORMER_NOT_FOUND,
                             absl::StrCat("start.object_informer_id: no such informer \"",
-                                         start.object_informer_id(), "\""));
+                                         start.object_informer_id(), "\""),
+                            {{"field", "start.object_informer_id"},
+                             {"informer_id", start.object_informer_id()}}));
       }
       object_source_ = *std::move(inf);
     }

@@ -353,6 +353,7 @@ TEST(WorkServiceTest, AnExpiredLeaseGoesToAnotherWorkerWithANewTokenAndItsLateOu
   std::vector<v1::Refusal> refused = hung.ReadRefusals();
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_THAT(refused[0].message(), HasSubstr("expired"));
+  EXPECT_EQ(refused[0].reason(), v1::LEASE_EXPIRED);
   EXPECT_EQ(s.State("q").in_flight(), 1u);
   ASSERT_TRUE(other.Send(second[0], v1::Outcome::SUCCESS));
   EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
@@ -382,6 +383,7 @@ TEST(WorkServiceTest, HeartbeatsKeepALeaseFromExpiring) {
   std::vector<v1::Refusal> refused = w.ReadRefusals();
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_THAT(refused[0].message(), HasSubstr("ns/slow"));
+  EXPECT_EQ(refused[0].reason(), v1::KEY_NOT_HELD);
 }
 
 TEST(WorkServiceTest, TokensKeepIncreasingAcrossARestartOfTheDaemon) {
@@ -484,10 +486,13 @@ TEST(WorkServiceTest, BadHeartbeatsAndOutcomesAreRefusedAndTheStreamGoesOn) {
   std::vector<v1::Refusal> refused = w.ReadRefusals();
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_THAT(refused[0].message(), HasSubstr("stale token"));
+  EXPECT_EQ(refused[0].reason(), v1::STALE_TOKEN);
   ASSERT_TRUE(w.Send(l[0], v1::Outcome::FORGET_AND_REQUEUE_AFTER, -1));
   refused = w.ReadRefusals();
   ASSERT_EQ(refused.size(), 1u);
   EXPECT_THAT(refused[0].message(), HasSubstr("requeue_after_ms"));
+  EXPECT_EQ(refused[0].reason(), v1::INVALID_FIELD);
+  EXPECT_EQ(refused[0].code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
   ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
   EXPECT_TRUE(Eventually([&] { return s.State("q").in_flight() == 0; }, absl::Seconds(10)));
 }

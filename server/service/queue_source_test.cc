@@ -136,6 +136,31 @@ TEST_F(QueueSourceTest, LabelAndFieldPredicatesPassOnlyTheChangesTheyName) {
   EXPECT_THAT(TakeUntil(w, cm), ::testing::ElementsAre(cm));
 }
 
+TEST_F(QueueSourceTest, TheAnnotationsPredicatePassesAnnotationChangesOnly) {
+  SetUpClusters("source-annotations");
+  ASSERT_TRUE(fixture_->Create("cm").ok());
+  ASSERT_TRUE(fixture_->Create("sentinel").ok());
+  const std::string cms = Informer("configmaps");
+  v1::QueueSpec spec = Spec("anns");
+  v1::QueueSource* src = spec.add_sources();
+  src->set_informer_id(cms);
+  src->add_predicates()->mutable_annotations_changed();
+  ASSERT_TRUE(server_->CreateQueue(spec).ok());
+  WorkerStream w(server_->work(), "anns", 8);
+  ASSERT_NE(w.ReadStarted(), "");
+  TakeInitial(w, 2);
+  auto patch = [&](const std::string& name, const std::string& body) {
+    return kube().Patch(kConfigMaps, ns(), name, client::PatchType::kMerge, body).status();
+  };
+  const std::string cm = ns() + "/cm";
+  const std::string sentinel = ns() + "/sentinel";
+  ASSERT_TRUE(patch("cm", R"({"data":{"v":"changed"},"metadata":{"labels":{"l":"1"}}})").ok());
+  ASSERT_TRUE(patch("sentinel", R"({"metadata":{"annotations":{"a":"1"}}})").ok());
+  EXPECT_THAT(TakeUntil(w, sentinel), ::testing::ElementsAre(sentinel));
+  ASSERT_TRUE(patch("cm", R"({"metadata":{"annotations":{"a":"1"}}})").ok());
+  EXPECT_THAT(TakeUntil(w, cm), ::testing::ElementsAre(cm));
+}
+
 TEST_F(QueueSourceTest, OwnerSourcesMatchGroupAndKindAllOwnersAndClusterScopedOwners) {
   SetUpClusters("source-owners");
   // One ConfigMap with three owners: a Deployment (controller), a Deployment of another group,

@@ -71,7 +71,8 @@ TEST_F(AdminServiceTest, AClusterReportsTheLastErrorOfItsInformers) {
   EXPECT_EQ(cluster.last_error(), "");
   EXPECT_EQ(cluster.last_error_unix_ms(), 0);
 
-  ASSERT_TRUE(env_.fixture->Fault(R"("type":"internal-error","count":-1,"message":"etcd is away")").ok());
+  ASSERT_TRUE(
+      env_.fixture->Fault(R"("type":"internal-error","count":-1,"message":"etcd is away")").ok());
   v1::InformerSpec spec;
   spec.mutable_resource()->set_version("v1");
   spec.mutable_resource()->set_resource("configmaps");
@@ -79,9 +80,10 @@ TEST_F(AdminServiceTest, AClusterReportsTheLastErrorOfItsInformers) {
   ASSERT_TRUE(env_.registry->Ensure(spec).ok());
   // The code, the API server's message and its Kubernetes reason (the list's error, or the
   // streaming list's before it).
+  const std::string readable = "INTERNAL: Internal error occurred: etcd is away (InternalError)";
   ASSERT_TRUE(Eventually([&] {
     cluster = Cluster();
-    return cluster.last_error() == "INTERNAL: Internal error occurred: etcd is away (InternalError)";
+    return cluster.last_error() == readable;
   })) << cluster.last_error();
   EXPECT_GT(cluster.last_error_unix_ms(), 0);
 

@@ -443,7 +443,8 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
                   .Create(kConfigMaps, fixture_->ns(),
                           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held",)"
                           R"("labels":{"app":"held"},"annotations":{"team":"platform",)"
-                          R"("note":"line\nnext"},"finalizers":["example.com/hold","example.com/b"]}})")
+                          R"("note":"line\nnext"},)"
+                          R"("finalizers":["example.com/hold","example.com/b"]}})")
                   .ok());
   v1::InformerSpec spec = ConfigMapSpec();
   v1::IndexSpec* index = spec.add_indexes();

@@ -131,15 +131,6 @@ v1::ErrorReason ReasonForCode(absl::StatusCode code) {
   }
 }
 
-std::string Describe(const absl::Status& status) {
-  if (status.ok()) return "";
-  std::string out = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
-  if (std::string reason = client::ApiErrorReason(status); !reason.empty()) {
-    absl::StrAppend(&out, " (", reason, ")");
-  }
-  return out;
-}
-
 google::rpc::Status ToRpcStatus(const absl::Status& status) {
   google::rpc::Status rpc;
   rpc.set_code(static_cast<int>(status.code()));

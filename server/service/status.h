@@ -69,11 +69,6 @@ std::optional<google::rpc::ResourceInfo> GetResourceInfo(const absl::Status& sta
 // ERROR_REASON_UNSPECIFIED for OK.
 v1::ErrorReason ReasonForCode(absl::StatusCode code);
 
-// `status` for people, without payload bytes (absl's ToString prints payloads): "<CODE>:
-// <message>", plus " (<Kubernetes reason>)" when it carries a Kubernetes error, e.g.
-// "PERMISSION_DENIED: secrets is forbidden: User \"x\" cannot list ... (Forbidden)". "" for OK.
-std::string Describe(const absl::Status& status);
-
 // The google.rpc.Status ToGrpc sends for `status` (an ErrorInfo always among its details when
 // `status` is not OK).
 google::rpc::Status ToRpcStatus(const absl::Status& status);

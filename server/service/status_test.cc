@@ -78,15 +78,6 @@ TEST(StatusTest, AKubernetesErrorIsAnApiServerErrorWithItsReasonAndNoInternalPay
   EXPECT_EQ(GetErrorInfo(back)->metadata().at("http_code"), "403");
 }
 
-TEST(StatusTest, DescribeSaysCodeMessageAndKubernetesReasonWithoutPayloadBytes) {
-  const absl::Status forbidden = client::ToStatus(
-      {.code = 403, .reason = "Forbidden", .message = "secrets is forbidden"});
-  EXPECT_EQ(Describe(forbidden), "PERMISSION_DENIED: secrets is forbidden (Forbidden)");
-  EXPECT_THAT(forbidden.ToString(), HasSubstr("informerd.io"));  // what Describe avoids
-  EXPECT_EQ(Describe(InvalidField("a", "b")), "INVALID_ARGUMENT: a: b");
-  EXPECT_EQ(Describe(absl::OkStatus()), "");
-}
-
 TEST(StatusTest, PrefixedKeepsTheDetails) {
   const absl::Status s = Prefixed("informers[2]: ", InvalidField("spec.kind", "required"));
   EXPECT_EQ(s.message(), "informers[2]: spec.kind: required");

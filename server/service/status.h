@@ -16,7 +16,8 @@
 // `grpc-status-details-bin` trailer) whose details are the status's "type.googleapis.com/*"
 // payloads; other payloads (e.g. the client's Kubernetes error) are not sent. Every error gets
 // an ErrorInfo: one without gets a reason derived from it (API_SERVER_ERROR when it carries a
-// Kubernetes error, else the fallback reason of its code, ReasonForCode).
+// Kubernetes error, else the fallback reason of its code, ReasonForCode). A Kubernetes error
+// with a Retry-After also gets a RetryInfo.
 //
 // Thread safety: pure functions of values.
 #ifndef INFORMERD_SERVER_SERVICE_STATUS_H_

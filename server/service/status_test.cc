@@ -5,6 +5,7 @@
 #include "absl/strings/cord.h"
 #include "client/api_error.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/any.pb.h"
 #include "gtest/gtest.h"
 
 namespace informerd::service {
@@ -84,6 +85,20 @@ TEST(StatusTest, PrefixedKeepsTheDetails) {
   ASSERT_TRUE(GetErrorInfo(s).has_value());
   EXPECT_EQ(GetErrorInfo(s)->metadata().at("field"), "spec.kind");
   EXPECT_TRUE(Prefixed("x", absl::OkStatus()).ok());
+}
+
+TEST(StatusTest, TheApiServersRetryAfterBecomesARetryInfo) {
+  const absl::Status throttled = client::ToStatus(
+      {.code = 429, .reason = "TooManyRequests", .message = "slow down", .retry_after_seconds = 3});
+  google::rpc::Status rpc = ToRpcStatus(throttled);
+  google::rpc::RetryInfo retry;
+  bool found = false;
+  for (const google::protobuf::Any& any : rpc.details()) found = found || any.UnpackTo(&retry);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(retry.retry_delay().seconds(), 3);
+  // Without a Retry-After, no RetryInfo.
+  rpc = ToRpcStatus(client::ToStatus({.code = 500, .reason = "InternalError", .message = "x"}));
+  for (const google::protobuf::Any& any : rpc.details()) EXPECT_FALSE(any.UnpackTo(&retry));
 }
 
 TEST(StatusTest, OkIsOkWithoutDetails) {

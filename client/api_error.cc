@@ -313,6 +313,15 @@ std::string ApiErrorReason(const absl::Status& status) {
   return e ? e->reason : std::string();
 }
 
+std::string DescribeStatus(const absl::Status& status) {
+  if (status.ok()) return "";
+  std::string out = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
+  if (std::string reason = ApiErrorReason(status); !reason.empty()) {
+    absl::StrAppend(&out, " (", reason, ")");
+  }
+  return out;
+}
+
 namespace {
 bool Matches(const absl::Status& status, absl::string_view reason, int code) {
   std::optional<ApiError> e = GetApiError(status);

@@ -88,6 +88,11 @@ int ApiErrorCode(const absl::Status& status);
 // The Kubernetes reason in `status`, or "".
 std::string ApiErrorReason(const absl::Status& status);
 
+// `status` for people, without payload bytes (absl's ToString prints payloads): "<CODE>:
+// <message>", plus " (<Kubernetes reason>)" when it carries a Kubernetes error, e.g.
+// "PERMISSION_DENIED: secrets is forbidden: User \"x\" cannot list ... (Forbidden)". "" for OK.
+std::string DescribeStatus(const absl::Status& status);
+
 // The resourceVersion or continue token is too old (reason Expired or Gone, or HTTP 410): relist.
 bool IsExpired(const absl::Status& status);
 // Reason TooManyRequests or HTTP 429.

@@ -140,6 +140,16 @@ TEST(ApiErrorTest, ParseRejectsWhatIsNotAStatus) {
   EXPECT_EQ(e->reason, "ServiceUnavailable");
 }
 
+TEST(ApiErrorTest, DescribeStatusSaysCodeMessageAndReasonWithoutPayloadBytes) {
+  const absl::Status forbidden =
+      ToStatus({.code = 403, .reason = "Forbidden", .message = "secrets is forbidden"});
+  EXPECT_EQ(DescribeStatus(forbidden), "PERMISSION_DENIED: secrets is forbidden (Forbidden)");
+  EXPECT_THAT(forbidden.ToString(), HasSubstr("informerd.io"));  // the payload DescribeStatus omits
+  EXPECT_EQ(DescribeStatus(absl::UnavailableError("connection refused")),
+            "UNAVAILABLE: connection refused");
+  EXPECT_EQ(DescribeStatus(absl::OkStatus()), "");
+}
+
 TEST(ApiErrorTest, ResponseWithEmptyBodyStillNamesTheCode) {
   absl::Status s = ApiErrorFromResponse(502, "", "");
   EXPECT_THAT(std::string(s.message()), HasSubstr("HTTP 502"));

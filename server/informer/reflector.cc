@@ -143,11 +143,8 @@ void Reflector::RecordError(const absl::Status& status) {
     status_.last_error = status;
     status_.last_error_time = clock_->Now();
   }
-  // Code, message and Kubernetes reason; not ToString(), which prints the payload's bytes.
-  const std::string reason = client::ApiErrorReason(status);
-  const std::string text = absl::StrCat(absl::StatusCodeToString(status.code()), ": ",
-                                        status.message(), reason.empty() ? "" : " (", reason,
-                                        reason.empty() ? "" : ")");
+  // Not ToString(), which prints the payload's bytes.
+  const std::string text = client::DescribeStatus(status);
   if (client::IsExpired(status)) {
     spdlog::info("reflector {}: {}", options_.name, text);
   } else {

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/service/status.h"
+#include "client/api_error.h"
 
 namespace informerd::service {
 namespace {
@@ -37,7 +37,7 @@ grpc::ServerUnaryReactor* AdminService::ListClusters(grpc::CallbackServerContext
       }
     }
     if (!error.ok()) {
-      info->set_last_error(Describe(error));
+      info->set_last_error(client::DescribeStatus(error));
       info->set_last_error_unix_ms(absl::ToUnixMillis(when));
     }
   }

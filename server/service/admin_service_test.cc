@@ -12,6 +12,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "informerd/v1/admin.grpc.pb.h"
+#include "server/service/clusters.h"
+#include "server/service/informer_registry.h"
 #include "server/service/informer_service.h"
 #include "server/service/informer_test_env.h"
 #include "server/service/queue_registry.h"
@@ -73,7 +75,8 @@ TEST_F(AdminServiceTest, AClusterReportsTheLastErrorOfItsInformers) {
   EXPECT_EQ(cluster.last_error(), "");
   EXPECT_EQ(cluster.last_error_unix_ms(), 0);
 
-  ASSERT_TRUE(env_.fixture->Fault(R"("type":"internal-error","count":-1,"message":"etcd is away")").ok());
+  ASSERT_TRUE(
+      env_.fixture->Fault(R"("type":"internal-error","count":-1,"message":"etcd is away")").ok());
   v1::InformerSpec spec;
   spec.mutable_resource()->set_version("v1");
   spec.mutable_resource()->set_resource("configmaps");
@@ -81,9 +84,10 @@ TEST_F(AdminServiceTest, AClusterReportsTheLastErrorOfItsInformers) {
   ASSERT_TRUE(env_.registry->Ensure(spec).ok());
   // The code, the API server's message and its Kubernetes reason (the list's error, or the
   // streaming list's before it).
+  const std::string readable = "INTERNAL: Internal error occurred: etcd is away (InternalError)";
   ASSERT_TRUE(Eventually([&] {
     cluster = Cluster();
-    return cluster.last_error() == "INTERNAL: Internal error occurred: etcd is away (InternalError)";
+    return cluster.last_error() == readable;
   })) << cluster.last_error();
   EXPECT_GT(cluster.last_error_unix_ms(), 0);
 
@@ -94,6 +98,35 @@ TEST_F(AdminServiceTest, AClusterReportsTheLastErrorOfItsInformers) {
   EXPECT_THAT(informers.informers(0).state().last_error(), ::testing::HasSubstr("etcd is away"));
   EXPECT_TRUE(informers.informers(0).namespaced());
   EXPECT_EQ(informers.informers(0).kind(), "ConfigMap");
+}
+
+TEST(AdminClustersTest, ADiscoveryFailureIsTheClustersLastError) {
+  Clusters clusters;
+  // Nothing listens on port 1: discovery cannot reach the API server.
+  ASSERT_TRUE(clusters.Add({.name = "gone", .config = {.host = "https://127.0.0.1:1"}}).ok());
+  InformerRegistry informers(&clusters, {});
+  v1::InformerSpec spec;
+  spec.mutable_resource()->set_version("v1");
+  spec.mutable_resource()->set_resource("configmaps");
+  EXPECT_FALSE(informers.Ensure(spec).ok());
+  QueueRegistry queues(&informers, {});
+  InformerService informer_service(&informers, {});
+  AdminService admin(&clusters, &informers, &queues, &informer_service);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&admin);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  auto stub = v1::Admin::NewStub(
+      grpc::CreateChannel(absl::StrCat("127.0.0.1:", port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext c;
+  v1::ListClustersResponse response;
+  ASSERT_TRUE(stub->ListClusters(&c, v1::ListClustersRequest(), &response).ok());
+  ASSERT_EQ(response.clusters_size(), 1);
+  EXPECT_THAT(response.clusters(0).last_error(), ::testing::StartsWith("UNAVAILABLE: "));
+  EXPECT_GT(response.clusters(0).last_error_unix_ms(), 0);
+  server->Shutdown(std::chrono::system_clock::now());
 }
 
 }  // namespace

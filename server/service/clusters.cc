@@ -19,7 +19,8 @@ absl::Status Clusters::Add(ClusterOptions options) {
   }
   for (const auto& cluster : clusters_) {
     if (cluster->name == options.name) {
-      return InvalidField("cluster name", absl::StrCat("\"", options.name, "\" is configured twice"));
+      return InvalidField("cluster name",
+                          absl::StrCat("\"", options.name, "\" is configured twice"));
     }
   }
   const std::string server = options.config.host;
@@ -28,7 +29,9 @@ absl::Status Clusters::Add(ClusterOptions options) {
        .user_agent = options.user_agent,
        .qps = options.qps,
        .burst = options.burst});
-  if (!created.ok()) return Prefixed(absl::StrCat("cluster ", options.name, ": "), created.status());
+  if (!created.ok()) {
+    return Prefixed(absl::StrCat("cluster ", options.name, ": "), created.status());
+  }
   auto cluster = std::make_unique<Cluster>();
   cluster->name = options.name;
   cluster->server = server;

@@ -95,7 +95,7 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
   const bool by_kind = !spec.api_version().empty() || !spec.kind().empty();
   if (by_resource && by_kind) {
     return InvalidField("spec.api_version",
-                   "give either spec.resource or spec.api_version and spec.kind, not both");
+                        "give either spec.resource or spec.api_version and spec.kind, not both");
   }
   if (!by_resource && !by_kind) {
     return InvalidField("spec.resource", "required (or spec.api_version and spec.kind)");
@@ -115,12 +115,15 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
     }
     v.gvr = {r.group(), r.version(), r.resource()};
   } else {
-    if (spec.api_version().empty()) return InvalidField("spec.api_version", "required with spec.kind");
+    if (spec.api_version().empty()) {
+      return InvalidField("spec.api_version", "required with spec.kind");
+    }
     if (spec.kind().empty()) return InvalidField("spec.kind", "required with spec.api_version");
     std::vector<std::string> parts = absl::StrSplit(spec.api_version(), '/');
     if (parts.size() > 2 || parts.back().empty() || (parts.size() == 2 && parts[0].empty())) {
       return InvalidField("spec.api_version",
-                     absl::StrCat("\"", spec.api_version(), "\": want \"group/version\" or \"version\""));
+                          absl::StrCat("\"", spec.api_version(),
+                                       "\": want \"group/version\" or \"version\""));
     }
     for (const std::string& part : parts) {
       if (std::string reason = Dns1123SubdomainError(part); !reason.empty()) {
@@ -129,7 +132,8 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
     }
     for (char c : spec.kind()) {
       if (!absl::ascii_isalnum(c)) {
-        return InvalidField("spec.kind", absl::StrCat("\"", spec.kind(), "\": letters and digits only"));
+        return InvalidField("spec.kind",
+                            absl::StrCat("\"", spec.kind(), "\": letters and digits only"));
       }
     }
     v.gvk = {parts.size() == 2 ? parts[0] : "", parts.back(), spec.kind()};

@@ -58,7 +58,7 @@ grpc::Status NotSynced(const InformerRegistry::Entry& entry) {
   const informer::ReflectorStatus status = entry.informer->reflector_status();
   const auto [state, state_name] = ReflectorStateNames(status.state);
   const std::string state_enum = v1::ReflectorState_Name(state);
-  const std::string last_error = Describe(status.last_error);
+  const std::string last_error = client::DescribeStatus(status.last_error);
   const std::string kubernetes_reason = client::ApiErrorReason(status.last_error);
   std::string message =
       absl::StrCat("informer ", entry.id, " has not synced yet: its reflector is ", state_name);
@@ -464,7 +464,7 @@ void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::Informe
   state->set_reflector_state(std::string(reflector_name));
   state->set_last_sync_resource_version(status.last_sync_resource_version);
   if (!status.last_error.ok()) {
-    state->set_last_error(Describe(status.last_error));
+    state->set_last_error(client::DescribeStatus(status.last_error));
     state->set_last_error_unix_ms(absl::ToUnixMillis(status.last_error_time));
   }
   const informer::MemoryUsage usage = inf.store().memory();

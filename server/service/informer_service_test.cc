@@ -443,7 +443,8 @@ TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
                   .Create(kConfigMaps, fixture_->ns(),
                           R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"held",)"
                           R"("labels":{"app":"held"},"annotations":{"team":"platform",)"
-                          R"("note":"line\nnext"},"finalizers":["example.com/hold","example.com/b"]}})")
+                          R"("note":"line\nnext"},)"
+                          R"("finalizers":["example.com/hold","example.com/b"]}})")
                   .ok());
   v1::InformerSpec spec = ConfigMapSpec();
   v1::IndexSpec* index = spec.add_indexes();
@@ -760,6 +761,43 @@ TEST_F(InformerServiceTest, WaitForSyncOnAResourceTheServerRefusesSaysWhyReadabl
                                ::testing::EndsWith(" (InternalError)")));
   EXPECT_GT(state.state().last_error_unix_ms(), 0);
   EXPECT_FALSE(state.state().synced());
+}
+
+TEST_F(InformerServiceTest, AWatchMessageHoldsAtMostMaxBatchBytesOfEventsButAtLeastOne) {
+  SetUpService("svc-watch-bytes");
+  ASSERT_TRUE(fixture_->Seed(5).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  v1::WatchRequest request;
+  request.set_informer_id(id);
+  request.set_max_batch_bytes(1);  // smaller than any event: one object per message
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  auto reader = stub_->Watch(&c, request);
+  int added = 0;
+  bool synced = false;
+  v1::WatchResponse response;
+  while (!synced && reader->Read(&response)) {
+    int objects = 0;
+    for (const v1::WatchEvent& e : response.events()) {
+      if (e.type() == v1::WatchEvent::ADDED) ++objects;
+      // SYNCED follows the last initial object, in its message or after it.
+      if (e.type() == v1::WatchEvent::SYNCED) synced = true;
+    }
+    EXPECT_LE(objects, 1);
+    added += objects;
+  }
+  EXPECT_TRUE(synced);
+  EXPECT_EQ(added, 5);
+  c.TryCancel();
+  reader->Finish().IgnoreError();
+
+  request.set_max_batch_bytes(1u << 30);
+  auto refused = OpenWatch(*stub_, request);
+  v1::WatchEvent e;
+  EXPECT_FALSE(refused->Next(&e));
+  const grpc::Status s = refused->reader->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Meta(s, "field"), "max_batch_bytes");
 }
 
 TEST_F(InformerServiceTest, ObjectsOfAMebibyteReachAClientWithDefaultChannelSettings) {

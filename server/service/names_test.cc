@@ -12,7 +12,9 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(NamesTest, LabelsAreLowercaseAlphanumericWithInnerDashes) {
-  for (const char* ok : {"a", "web-1", "0", "a-b-c", "x9"}) EXPECT_EQ(Dns1123LabelError(ok), "") << ok;
+  for (const char* ok : {"a", "web-1", "0", "a-b-c", "x9"}) {
+    EXPECT_EQ(Dns1123LabelError(ok), "") << ok;
+  }
   EXPECT_EQ(Dns1123LabelError(""), "required");
   EXPECT_THAT(Dns1123LabelError("Web"), HasSubstr("only lowercase letters, digits and '-'"));
   EXPECT_THAT(Dns1123LabelError("a.b"), HasSubstr("only lowercase"));
@@ -31,7 +33,8 @@ TEST(NamesTest, SubdomainsAreLabelsJoinedByDots) {
   EXPECT_THAT(Dns1123SubdomainError("a..b"), HasSubstr("each part between dots"));
   EXPECT_THAT(Dns1123SubdomainError("a.-b"), HasSubstr("must start and end"));
   EXPECT_THAT(Dns1123SubdomainError(".a"), HasSubstr("must start and end"));
-  EXPECT_THAT(Dns1123SubdomainError("a_b"), HasSubstr("only lowercase letters, digits, '-' and '.'"));
+  EXPECT_THAT(Dns1123SubdomainError("a_b"),
+              HasSubstr("only lowercase letters, digits, '-' and '.'"));
   EXPECT_EQ(Dns1123SubdomainError(std::string(253, 'a')), "");
   EXPECT_THAT(Dns1123SubdomainError(std::string(254, 'a')), HasSubstr("at most 253"));
   EXPECT_THAT(Dns1123SubdomainError("a.bcd", 4), HasSubstr("at most 4"));

@@ -131,15 +131,6 @@ v1::ErrorReason ReasonForCode(absl::StatusCode code) {
   }
 }
 
-std::string Describe(const absl::Status& status) {
-  if (status.ok()) return "";
-  std::string out = absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
-  if (std::string reason = client::ApiErrorReason(status); !reason.empty()) {
-    absl::StrAppend(&out, " (", reason, ")");
-  }
-  return out;
-}
-
 google::rpc::Status ToRpcStatus(const absl::Status& status) {
   google::rpc::Status rpc;
   rpc.set_code(static_cast<int>(status.code()));
@@ -155,6 +146,14 @@ google::rpc::Status ToRpcStatus(const absl::Status& status) {
     has_error_info = has_error_info || url == error_info_url;
   });
   if (!has_error_info) rpc.add_details()->PackFrom(DerivedErrorInfo(status));
+  // The API server's Retry-After, for clients that retry on RetryInfo.
+  if (std::optional<client::ApiError> api = client::GetApiError(status);
+      api.has_value() && api->retry_after_seconds > 0 &&
+      !status.GetPayload(TypeUrl<google::rpc::RetryInfo>()).has_value()) {
+    google::rpc::RetryInfo retry;
+    retry.mutable_retry_delay()->set_seconds(api->retry_after_seconds);
+    rpc.add_details()->PackFrom(retry);
+  }
   return rpc;
 }
 

@@ -16,7 +16,8 @@
 // `grpc-status-details-bin` trailer) whose details are the status's "type.googleapis.com/*"
 // payloads; other payloads (e.g. the client's Kubernetes error) are not sent. Every error gets
 // an ErrorInfo: one without gets a reason derived from it (API_SERVER_ERROR when it carries a
-// Kubernetes error, else the fallback reason of its code, ReasonForCode).
+// Kubernetes error, else the fallback reason of its code, ReasonForCode). A Kubernetes error
+// with a Retry-After also gets a RetryInfo.
 //
 // Thread safety: pure functions of values.
 #ifndef INFORMERD_SERVER_SERVICE_STATUS_H_
@@ -68,11 +69,6 @@ std::optional<google::rpc::ResourceInfo> GetResourceInfo(const absl::Status& sta
 // The fallback reason of an error with this code and no more precise one (see errors.proto);
 // ERROR_REASON_UNSPECIFIED for OK.
 v1::ErrorReason ReasonForCode(absl::StatusCode code);
-
-// `status` for people, without payload bytes (absl's ToString prints payloads): "<CODE>:
-// <message>", plus " (<Kubernetes reason>)" when it carries a Kubernetes error, e.g.
-// "PERMISSION_DENIED: secrets is forbidden: User \"x\" cannot list ... (Forbidden)". "" for OK.
-std::string Describe(const absl::Status& status);
 
 // The google.rpc.Status ToGrpc sends for `status` (an ErrorInfo always among its details when
 // `status` is not OK).

@@ -5,6 +5,7 @@
 #include "absl/strings/cord.h"
 #include "client/api_error.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/any.pb.h"
 #include "gtest/gtest.h"
 
 namespace informerd::service {
@@ -78,21 +79,26 @@ TEST(StatusTest, AKubernetesErrorIsAnApiServerErrorWithItsReasonAndNoInternalPay
   EXPECT_EQ(GetErrorInfo(back)->metadata().at("http_code"), "403");
 }
 
-TEST(StatusTest, DescribeSaysCodeMessageAndKubernetesReasonWithoutPayloadBytes) {
-  const absl::Status forbidden = client::ToStatus(
-      {.code = 403, .reason = "Forbidden", .message = "secrets is forbidden"});
-  EXPECT_EQ(Describe(forbidden), "PERMISSION_DENIED: secrets is forbidden (Forbidden)");
-  EXPECT_THAT(forbidden.ToString(), HasSubstr("informerd.io"));  // what Describe avoids
-  EXPECT_EQ(Describe(InvalidField("a", "b")), "INVALID_ARGUMENT: a: b");
-  EXPECT_EQ(Describe(absl::OkStatus()), "");
-}
-
 TEST(StatusTest, PrefixedKeepsTheDetails) {
   const absl::Status s = Prefixed("informers[2]: ", InvalidField("spec.kind", "required"));
   EXPECT_EQ(s.message(), "informers[2]: spec.kind: required");
   ASSERT_TRUE(GetErrorInfo(s).has_value());
   EXPECT_EQ(GetErrorInfo(s)->metadata().at("field"), "spec.kind");
   EXPECT_TRUE(Prefixed("x", absl::OkStatus()).ok());
+}
+
+TEST(StatusTest, TheApiServersRetryAfterBecomesARetryInfo) {
+  const absl::Status throttled = client::ToStatus(
+      {.code = 429, .reason = "TooManyRequests", .message = "slow down", .retry_after_seconds = 3});
+  google::rpc::Status rpc = ToRpcStatus(throttled);
+  google::rpc::RetryInfo retry;
+  bool found = false;
+  for (const google::protobuf::Any& any : rpc.details()) found = found || any.UnpackTo(&retry);
+  ASSERT_TRUE(found);
+  EXPECT_EQ(retry.retry_delay().seconds(), 3);
+  // Without a Retry-After, no RetryInfo.
+  rpc = ToRpcStatus(client::ToStatus({.code = 500, .reason = "InternalError", .message = "x"}));
+  for (const google::protobuf::Any& any : rpc.details()) EXPECT_FALSE(any.UnpackTo(&retry));
 }
 
 TEST(StatusTest, OkIsOkWithoutDetails) {

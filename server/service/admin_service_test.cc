@@ -109,7 +109,7 @@ TEST(AdminClustersTest, ADiscoveryFailureIsTheClustersLastError) {
   spec.mutable_resource()->set_version("v1");
   spec.mutable_resource()->set_resource("configmaps");
   EXPECT_FALSE(informers.Ensure(spec).ok());
-  QueueRegistry queues(&informers, {});
+  QueueRegistry queues(InformerSourceLookups(&informers, &clusters), {});
   InformerService informer_service(&informers, {});
   AdminService admin(&clusters, &informers, &queues, &informer_service);
   grpc::ServerBuilder builder;

@@ -73,6 +73,7 @@ grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* 
       info->set_peer(w.peer);
       info->set_max_in_flight(w.max_in_flight);
       info->set_in_flight(static_cast<uint32_t>(w.in_flight));
+      info->set_draining(w.draining);
     }
   }
   return Finish(context);

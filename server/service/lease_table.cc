@@ -5,6 +5,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
 #include "server/service/queue_spec.h"
 #include "server/service/status.h"
 
@@ -64,6 +65,7 @@ std::shared_ptr<LeaseSink> Worker::TakeSinkToCloseLocked() {
 std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
   std::vector<v1::Refusal> refusals;
   std::shared_ptr<LeaseSink> close_sink;
+  std::vector<const v1::Outcome*> failures;  // logged outside the lock
   {
     MutexLock lock(&table_->mu_);
     workqueue::RateLimitingQueue& q = *table_->queue_;
@@ -130,12 +132,19 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
                               "FORGET_AND_REQUEUE_AFTER"));
           continue;
       }
+      if (!o.error().empty()) failures.push_back(&o);
       table_->EndLeaseLocked(held, /*requeue=*/false);
       held_.erase(it);
     }
     close_sink = TakeSinkToCloseLocked();
   }
   if (close_sink != nullptr) close_sink->Close(absl::OkStatus());
+  // The worker's reason for a failed reconcile, as controller-runtime logs "Reconciler error".
+  for (const v1::Outcome* o : failures) {
+    spdlog::warn("queue {} worker {}: key \"{}\" (token {}) failed: {}", table_->queue_name_,
+                 stream_id_, absl::CEscape(o->key()), o->token(),
+                 absl::CEscape(absl::string_view(o->error()).substr(0, 1024)));
+  }
   return refusals;
 }
 
@@ -208,6 +217,9 @@ LeaseTable::LeaseTable(std::shared_ptr<workqueue::RateLimitingQueue> queue, Opti
       expirations_(options.expirations),
       queue_(std::move(queue)),
       lease_timeout_(options.lease_timeout) {
+  // spdlog's registry is a lazily built singleton inside a library ThreadSanitizer cannot see
+  // into: build it here, before any stream of this queue can log a failure.
+  (void)spdlog::default_logger_raw();
   expiry_timer_ = clock_->CreateTimer([this] { OnExpiryTimer(); });
 }
 

@@ -105,12 +105,15 @@ class Worker {
     stream_->Write(start);
     v1::ProcessResponse started;
     ok_ = stream_->Read(&started) && started.has_started();
+    epoch_ = started.started().epoch();
   }
   ~Worker() {
     context_.TryCancel();
     stream_->Finish().IgnoreError();
   }
   bool ok() const { return ok_; }
+  // Started.epoch: the daemon process's.
+  uint64_t epoch() const { return epoch_; }
   // The next batch of leases (blocks; empty at the stream's end).
   std::vector<v1::Lease> Next() {
     v1::ProcessResponse r;
@@ -136,6 +139,7 @@ class Worker {
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::ProcessRequest, v1::ProcessResponse>> stream_;
   bool ok_ = false;
+  uint64_t epoch_ = 0;
 };
 
 std::string ClusterConfig() {
@@ -387,6 +391,7 @@ queues:
     sources: [{informerId: cms}]
 )"));
   std::set<std::string> reconciled;
+  uint64_t last_token = 0;
   {
     absl::StatusOr<Daemon> d = StartDaemon({"--config=" + config, "--listen=" + socket});
     ASSERT_TRUE(d.ok()) << d.status();
@@ -394,7 +399,10 @@ queues:
     ASSERT_TRUE(worker.ok());
     std::vector<v1::Lease> leases = worker.Next();
     ASSERT_FALSE(leases.empty());
-    for (const v1::Lease& l : leases) reconciled.insert(l.key());
+    for (const v1::Lease& l : leases) {
+      reconciled.insert(l.key());
+      last_token = std::max(last_token, l.token());
+    }
     ASSERT_TRUE(worker.Answer(leases, v1::Outcome::SUCCESS));
     d->process->Signal(SIGKILL);  // a crash, not a graceful stop
     ASSERT_TRUE(d->process->Wait(absl::Seconds(10)).ok());
@@ -403,10 +411,15 @@ queues:
   ASSERT_TRUE(d.ok()) << d.status();
   Worker worker(d->channel.get(), "restart-queue", 5);
   ASSERT_TRUE(worker.ok());
+  // Fencing across the restart: the new process's epoch and tokens are above the old tokens.
+  EXPECT_GT(worker.epoch(), last_token);
   while (reconciled.size() < 20) {
     std::vector<v1::Lease> leases = worker.Next();
     ASSERT_FALSE(leases.empty());
-    for (const v1::Lease& l : leases) reconciled.insert(l.key());
+    for (const v1::Lease& l : leases) {
+      reconciled.insert(l.key());
+      EXPECT_GT(l.token(), last_token);
+    }
     ASSERT_TRUE(worker.Answer(leases, v1::Outcome::SUCCESS));
   }
   EXPECT_EQ(reconciled.size(), 20u);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "client/api_error.h"
 #include "server/config.h"
 #include "server/daemon.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<informerd::Daemon>> daemon =
       informerd::Daemon::Start(*std::move(config));
   if (!daemon.ok()) {
-    std::fprintf(stderr, "informerd: %s\n", daemon.status().ToString().c_str());
+    std::fprintf(stderr, "informerd: %s\n", informerd::client::DescribeStatus(daemon.status()).c_str());
     return 1;
   }
   for (const std::string& address : (*daemon)->grpc_addresses()) {

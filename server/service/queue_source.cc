@@ -266,6 +266,10 @@ bool SourcePump::Drain(State& state) {
   const SourceMapper& mapper = *state.mapper;
   const KeySink& sink = state.sink;
   auto enqueue = [&sink](absl::string_view key) { sink.Enqueue(key); };
+  // An update maps the new and the old object; the keys are enqueued once each (else a worker
+  // fast enough to take the first Add before the second would get the key twice).
+  std::vector<std::string> update_keys;
+  auto collect = [&update_keys](absl::string_view key) { update_keys.emplace_back(key); };
   std::vector<informer::Notification> batch;
   size_t taken = 0;
   // Until a Pop finds nothing (which arms the listener's on_ready) or the turn is used up.
@@ -284,8 +288,13 @@ bool SourcePump::Drain(State& state) {
         case informer::Notification::Type::kUpdate:
           if (n.object == nullptr) break;
           if (n.old_object != nullptr && !mapper.Passes(*n.old_object, *n.object)) break;
-          mapper.Map(*n.object, enqueue);
-          if (n.old_object != nullptr) mapper.Map(*n.old_object, enqueue);
+          update_keys.clear();
+          mapper.Map(*n.object, collect);
+          if (n.old_object != nullptr) mapper.Map(*n.old_object, collect);
+          std::sort(update_keys.begin(), update_keys.end());
+          update_keys.erase(std::unique(update_keys.begin(), update_keys.end()),
+                            update_keys.end());
+          for (const std::string& key : update_keys) sink.Enqueue(key);
           break;
         case informer::Notification::Type::kResnapshot:
           break;  // the net changes that follow are mapped like any other

@@ -44,6 +44,9 @@ class QueueServer {
   ~QueueServer() {
     registry_.ShutDownAll(absl::ZeroDuration());  // ends every worker stream
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    server_->Wait();
+    // Then the services (their threads may still be finishing calls), then the server: members
+    // are destroyed in reverse order, and server_ is declared first.
   }
 
   static SourceLookups DefaultClusterLookups(InformerLookup lookup) {
@@ -111,10 +114,10 @@ class QueueServer {
   }
 
  private:
+  std::unique_ptr<grpc::Server> server_;
   QueueRegistry registry_;
   QueueService queues_;
   WorkService work_;
-  std::unique_ptr<grpc::Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Queues::Stub> queues_stub_;
   std::unique_ptr<v1::Work::Stub> work_stub_;

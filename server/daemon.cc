@@ -14,6 +14,7 @@
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "informerd/v1/admin.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "httplib.h"
 #include "server/service/admin_service.h"
@@ -222,7 +223,16 @@ absl::Status Daemon::StartHttp() {
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
-  http_->Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  // Liveness: the gRPC server itself must answer, not only this HTTP thread. A cheap call of our
+  // own (Admin.ListClusters) through an in-process channel goes through the same completion
+  // queues and callback threads as every client's call.
+  http_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+    if (absl::Status s = ProbeGrpc(); !s.ok()) {
+      res.status = 503;
+      res.set_content(absl::StrCat("gRPC server not answering: ", s.message(), "\n"),
+                      "text/plain");
+      return;
+    }
     res.set_content("ok\n", "text/plain");
   });
   http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
@@ -281,6 +291,10 @@ void Daemon::Shutdown() {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
   }
+  {
+    MutexLock lock(&mu_);
+    probe_channel_.reset();
+  }
   admin_service_.reset();
   work_service_.reset();
   queue_service_.reset();
@@ -299,5 +313,27 @@ void Daemon::Wait() {
 }
 
 Daemon::~Daemon() { Shutdown(); }
+
+absl::Status Daemon::ProbeGrpc() {
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    MutexLock lock(&mu_);
+    if (probe_channel_ == nullptr && server_ != nullptr) {
+      probe_channel_ = server_->InProcessChannel(grpc::ChannelArguments());
+    }
+    channel = probe_channel_;
+  }
+  if (channel == nullptr) return absl::UnavailableError("not started");
+  auto admin = v1::Admin::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  v1::ListClustersResponse response;
+  grpc::Status status = admin->ListClusters(&context, v1::ListClustersRequest(), &response);
+  if (!status.ok()) {
+    return absl::UnavailableError(absl::StrCat("Admin.ListClusters in process: ",
+                                               status.error_message()));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace informerd

@@ -31,6 +31,7 @@
 #include "server/config.h"
 
 namespace grpc {
+class Channel;
 class Server;
 }  // namespace grpc
 namespace httplib {
@@ -70,6 +71,8 @@ class Daemon {
   absl::Status StartHttp();
   // Ids of the configured informers that have not synced yet (what /readyz waits for).
   std::vector<std::string> UnsyncedInformers() const;
+  // OK when the gRPC server answers a call of ours within 2 s (what /healthz reports).
+  absl::Status ProbeGrpc();
 
   const DaemonConfig config_;
   MetricsRegistry metrics_;
@@ -92,6 +95,8 @@ class Daemon {
   Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;
+  // An in-process channel to server_ for ProbeGrpc; released before server_.
+  std::shared_ptr<grpc::Channel> probe_channel_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace informerd

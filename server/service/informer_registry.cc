@@ -230,7 +230,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
     }
     // The API server could not be asked, or refused: the cluster's trouble, not the request's.
     (*cluster)->RecordError(info.status());
-    return Prefixed(absl::StrCat(field, ": "), info.status());
+    return Prefixed(absl::StrCat(field, ": cluster \"", (*cluster)->name, "\": "), info.status());
   }
   if (!info->namespaced && !spec.namespace_().empty()) {
     return InvalidField("spec.namespace", absl::StrCat(info->gvr.resource, " are cluster-scoped"));

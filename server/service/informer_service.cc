@@ -440,7 +440,9 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
 
 InformerService::InformerService(InformerRegistry* informers, InformerServiceOptions options)
     : informers_(informers), options_(std::move(options)),
-      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      lanes_(std::make_unique<ApiCallLanes>(
+          ApiCallLanes::Options{.clock = clock_, .max_wait = options_.api_call_max_wait})) {}
 
 InformerService::~InformerService() = default;
 
@@ -488,10 +490,16 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
                                                           const v1::EnsureInformerRequest* request,
                                                           v1::InformerInfo* response) {
   if (!request->has_spec()) return Answer(context, InvalidArgument("spec", "required"));
-  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(request->spec());
-  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
-  FillInfo(*entry, response);
-  return Answer(context, grpc::Status::OK);
+  // Discovery may wait on the API server: never on a gRPC thread (api_call_lanes.h).
+  return lanes_->Run<v1::InformerInfo>(
+      context, response, request->spec().cluster(),
+      [this, spec = request->spec()]() -> absl::StatusOr<v1::InformerInfo> {
+        absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(spec);
+        if (!entry.ok()) return entry.status();
+        v1::InformerInfo info;
+        FillInfo(*entry, &info);
+        return info;
+      });
 }
 
 grpc::ServerUnaryReactor* InformerService::DeleteInformer(grpc::CallbackServerContext* context,

@@ -41,6 +41,7 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "informerd/v1/informers.grpc.pb.h"
+#include "server/service/api_call_lanes.h"
 #include "server/service/informer_registry.h"
 
 namespace informerd::service {
@@ -57,6 +58,9 @@ struct InformerServiceOptions {
   absl::Duration sync_poll_interval = absl::Milliseconds(20);
   // nullptr: Clock::Real(). Must outlive the service.
   Clock* clock = nullptr;
+  // EnsureInformer waits at most this long for the API server (discovery), whatever the call's
+  // deadline (api_call_lanes.h).
+  absl::Duration api_call_max_wait = absl::Seconds(30);
 };
 
 class InformerService final : public v1::Informers::CallbackService {
@@ -107,6 +111,9 @@ class InformerService final : public v1::Informers::CallbackService {
       ABSL_GUARDED_BY(mu_);
   size_t total_subscribers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
+  // EnsureInformer runs here, off gRPC's threads. Declared last, destroyed first: calls still
+  // waiting for an API server end before the rest of the service goes.
+  std::unique_ptr<ApiCallLanes> lanes_;
 };
 
 }  // namespace informerd::service

@@ -1,5 +1,8 @@
 #include "server/service/queue_service.h"
 
+#include <functional>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,8 +40,10 @@ absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>&
 
 }  // namespace
 
-QueueService::QueueService(QueueRegistry* queues)
-    : queues_(queues), poller_([this] { PollDrains(); }) {}
+QueueService::QueueService(QueueRegistry* queues, absl::Duration api_call_max_wait)
+    : queues_(queues),
+      poller_([this] { PollDrains(); }),
+      lanes_({.max_wait = api_call_max_wait}) {}
 
 QueueService::~QueueService() {
   {
@@ -79,26 +84,56 @@ void QueueService::PollDrains() {
   }
 }
 
+namespace {
+
+// The cluster whose discovery creating or updating a queue with `spec` may wait on: that of
+// its first owner source (owner kinds are resolved when the queue is built), if any.
+std::optional<std::string> DiscoveryCluster(const QueueRegistry& queues, const v1::QueueSpec& spec) {
+  for (const v1::QueueSource& src : spec.sources()) {
+    if (src.map_to_case() != v1::QueueSource::kOwner) continue;
+    std::optional<SourceInformer> inf = queues.lookups().informer(src.informer_id());
+    return inf.has_value() ? inf->cluster : "";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* context,
                                                     const v1::CreateQueueRequest* request,
                                                     v1::QueueInfo* response) {
-  auto q = queues_->Create(request->spec());
-  if (q.ok()) {
-    *response->mutable_spec() = (*q)->spec();
-    *response->mutable_state() = (*q)->State();
-  }
-  return Reply(context, q.status());
+  return Apply(context, response, request->spec(),
+               [this](const v1::QueueSpec& spec) { return queues_->Create(spec); });
 }
 
 grpc::ServerUnaryReactor* QueueService::UpdateQueue(grpc::CallbackServerContext* context,
                                                     const v1::UpdateQueueRequest* request,
                                                     v1::QueueInfo* response) {
-  auto q = queues_->Update(request->spec(), request->allow_missing());
-  if (q.ok()) {
-    *response->mutable_spec() = (*q)->spec();
-    *response->mutable_state() = (*q)->State();
+  return Apply(context, response, request->spec(),
+               [this, allow_missing = request->allow_missing()](const v1::QueueSpec& spec) {
+                 return queues_->Update(spec, allow_missing);
+               });
+}
+
+grpc::ServerUnaryReactor* QueueService::Apply(
+    grpc::CallbackServerContext* context, v1::QueueInfo* response, const v1::QueueSpec& spec,
+    std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change) {
+  auto info = [change = std::move(change), spec]() -> absl::StatusOr<v1::QueueInfo> {
+    auto q = change(spec);
+    if (!q.ok()) return q.status();
+    v1::QueueInfo out;
+    *out.mutable_spec() = (*q)->spec();
+    *out.mutable_state() = (*q)->State();
+    return out;
+  };
+  std::optional<std::string> cluster = DiscoveryCluster(*queues_, spec);
+  if (cluster.has_value()) {
+    return lanes_.Run<v1::QueueInfo>(context, response, *cluster, std::move(info));
   }
-  return Reply(context, q.status());
+  // Nothing to ask an API server: answered here.
+  absl::StatusOr<v1::QueueInfo> result = info();
+  if (result.ok()) *response = *std::move(result);
+  return Reply(context, result.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* context,

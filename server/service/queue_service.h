@@ -20,12 +20,14 @@
 #ifndef INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
 #define INFORMERD_SERVER_SERVICE_QUEUE_SERVICE_H_
 
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "base/mutex.h"
 #include "informerd/v1/queues.grpc.pb.h"
+#include "server/service/api_call_lanes.h"
 #include "server/service/queue_registry.h"
 #include "server/service/status.h"  // ToGrpc
 
@@ -36,8 +38,11 @@ inline constexpr int kMaxKeysPerRequest = 10000;
 
 class QueueService final : public v1::Queues::CallbackService {
  public:
-  // `queues` must outlive the service.
-  explicit QueueService(QueueRegistry* queues);
+  // `queues` must outlive the service. CreateQueue and UpdateQueue of a spec with owner sources
+  // (whose kinds are resolved through discovery) wait at most `api_call_max_wait` for the API
+  // server, off gRPC's threads (api_call_lanes.h).
+  explicit QueueService(QueueRegistry* queues,
+                        absl::Duration api_call_max_wait = absl::Seconds(30));
   // Stops the drain poller, answering drains still waiting with UNAVAILABLE.
   ~QueueService() override;
 
@@ -81,12 +86,19 @@ class QueueService final : public v1::Queues::CallbackService {
     grpc::ServerUnaryReactor* reactor;
   };
   void PollDrains();
+  // Answers a CreateQueue/UpdateQueue with what `change` makes of `spec`: here, or on the lane of
+  // a cluster whose discovery it may wait on.
+  grpc::ServerUnaryReactor* Apply(
+      grpc::CallbackServerContext* context, v1::QueueInfo* response, const v1::QueueSpec& spec,
+      std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change);
 
   QueueRegistry* const queues_;
   Mutex mu_;
   std::vector<PendingDrain> drains_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread poller_;
+  // Declared last, destroyed first: calls waiting for an API server end before the rest.
+  ApiCallLanes lanes_;
 };
 
 }  // namespace informerd::service

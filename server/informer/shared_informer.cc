@@ -135,7 +135,24 @@ void SharedInformer::Stop() {
   while (fifo_->TryPop([](Deltas&, const PopContext&) { return absl::OkStatus(); }).ok()) {
   }
   store_->Replace({}, "");
-  if (metrics_ != nullptr) UpdateMetrics();
+  if (metrics_ != nullptr) {
+    // Nothing updates them any more (the timer is gone, Start refuses): the informer's series
+    // leave /metrics with it.
+    MutexLock lock(&distribute_mu_);
+    listener_metrics_.clear();
+    const Labels labels = {{"informer", name_}};
+    for (absl::string_view family : {"informer_objects", "informer_object_bytes",
+                                     "informer_fifo_items", "informer_synced",
+                                     "informer_handler_pending", "informer_handler_overflows_total"}) {
+      metrics_->RemoveSeries(family, labels);
+    }
+  }
+}
+
+void SharedInformer::RemoveListenerSeries(const std::string& handler) {
+  const Labels labels = {{"informer", name_}, {"handler", handler}};
+  metrics_->RemoveSeries("informer_handler_pending", labels);
+  metrics_->RemoveSeries("informer_handler_overflows_total", labels);
 }
 
 bool SharedInformer::HasSynced() const { return fifo_->HasSynced(); }
@@ -207,9 +224,10 @@ absl::Status SharedInformer::RemoveEventHandler(const std::shared_ptr<ProcessorL
       return absl::NotFoundError("RemoveEventHandler: not registered with this informer");
     }
     const size_t i = it - listeners_.begin();
-    if (listener_metrics_[i].pending != nullptr) listener_metrics_[i].pending->Set(0);
     listeners_.erase(it);
     listener_metrics_.erase(listener_metrics_.begin() + i);
+    // The handler's series go with it (a Watch stream adds one handler per stream).
+    if (metrics_ != nullptr) RemoveListenerSeries(listener->name());
     RearmResyncLocked();
   }
   listener->Stop();

@@ -107,7 +107,7 @@ class NamedQueue {
   using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
   NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-             Clock* clock, Counter* expirations);
+             Clock* clock, std::shared_ptr<Counter> expirations);
   // Starts the dispatcher thread and the resync timer; takes the bindings.
   void Start(Bindings bindings);
   // Applies a new spec (already validated, its limiter and bindings built; a nullptr binding
@@ -127,6 +127,9 @@ class NamedQueue {
   // Counted here for QueueState (the Prometheus series count the same things).
   const std::shared_ptr<std::atomic<uint64_t>> adds_;
   std::atomic<uint64_t> retries_{0};
+  // informerd_work_lease_expirations_total{name}; shared so that it outlives its removal from
+  // /metrics while a stream still holds the queue. Declared before leases_, which counts into it.
+  const std::shared_ptr<Counter> expirations_;
   LeaseTable leases_;
 
   mutable Mutex mu_;
@@ -150,7 +153,8 @@ class QueueRegistry {
   absl::StatusOr<std::shared_ptr<NamedQueue>> Update(const v1::QueueSpec& spec, bool allow_missing);
   // NOT_FOUND naming the queue.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Get(absl::string_view name) const;
-  // Shuts the queue down without draining, unbinds its sources, ends its worker streams.
+  // Shuts the queue down without draining, unbinds its sources, ends its worker streams, removes
+  // its /metrics series.
   absl::Status Delete(absl::string_view name);
   std::vector<std::shared_ptr<NamedQueue>> List() const;
   // Graceful shutdown: every queue stops handing out keys; waits until in-flight keys are done or
@@ -174,6 +178,8 @@ class QueueRegistry {
                                             const v1::QueueSpec* running);
   absl::StatusOr<std::shared_ptr<NamedQueue>> CreateLocked(Built built)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the /metrics series of the queue `name` (workqueue_*, lease expirations).
+  void RemoveMetricsLocked(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SourceLookups lookups_;
   const QueueRegistryOptions options_;

@@ -310,6 +310,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
     return bindings.status();
   }
   named->Start(*std::move(bindings));
+  named->Touch(clock_->Now());
   queues_.emplace(named->name(), named);
   return named;
 }
@@ -321,6 +322,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::Queu
   if (auto it = queues_.find(built->spec.name()); it != queues_.end()) {
     // Equal specs serialize equally (no maps, no unknown fields after our normalization).
     if (it->second->spec().SerializeAsString() == built->spec.SerializeAsString()) {
+      it->second->Touch(clock_->Now());
       return it->second;
     }
     return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_EXISTS_WITH_OTHER_SPEC,
@@ -344,6 +346,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
     return CreateLocked(*std::move(built));
   }
   std::shared_ptr<NamedQueue> named = it->second;
+  named->Touch(clock_->Now());
   if (named->spec().SerializeAsString() == built->spec.SerializeAsString()) return named;
   const v1::QueueSpec running = named->spec();
   auto bindings = Bind(*built, named.get(), &running);
@@ -356,6 +359,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view
   MutexLock lock(&mu_);
   auto it = queues_.find(name);
   if (it == queues_.end()) return QueueNotFound(name);
+  it->second->Touch(clock_->Now());
   return it->second;
 }
 
@@ -375,6 +379,25 @@ absl::Status QueueRegistry::Delete(absl::string_view name) {
   q->Close(Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
                  absl::StrCat("queue ", name, " was deleted"), {{"queue", name}}));
   return absl::OkStatus();
+}
+
+bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
+  std::shared_ptr<NamedQueue> q;
+  {
+    MutexLock lock(&mu_);
+    auto it = queues_.find(name);
+    if (it == queues_.end()) return false;
+    const NamedQueue& named = *it->second;
+    if (named.pinned() || named.last_used() > cutoff || named.worker_count() > 0) return false;
+    q = std::move(it->second);
+    queues_.erase(it);
+    RemoveMetricsLocked(name);
+  }
+  q->Close(Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
+                 absl::StrCat("queue ", name, " was freed: unused since ",
+                              absl::FormatTime(q->last_used())),
+                 {{"queue", name}}));
+  return true;
 }
 
 void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {

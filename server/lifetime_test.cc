@@ -42,6 +42,14 @@ using ::informerd::testing::WorkStream;
 using ::informerd::testing::SharedApiServer;
 using ::informerd::testing::WriteConfig;
 
+// Sanitizers hold freed memory back (ASan's quarantine) and slow everything down: under them the
+// churn runs fewer rounds and RSS is printed, not bounded.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   int n = 0;
@@ -196,7 +204,7 @@ std::set<std::string> SeriesNames(const DaemonProcess& d) {
 }
 
 TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesFlat) {
-  const int rounds = EnvInt("INFORMERD_CHURN_ROUNDS", 12);
+  const int rounds = EnvInt("INFORMERD_CHURN_ROUNDS", kSanitized ? 6 : 12);
   const int scale = EnvInt("INFORMERD_CHURN_SCALE", 1);
   const int informers = 4;
   const int bound_queues = 40 * scale;
@@ -269,7 +277,12 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
   const size_t half = samples.size() / 2;
   const Sample& warm = samples[half];
   const Sample& last = samples.back();
-  EXPECT_LT(last.rss_kb - warm.rss_kb, 1024) << "RSS grew over the last half of the rounds";
+  // 1 MiB: what is left after the fixes grows by tens of kB a round in the first rounds (malloc's
+  // arenas and gRPC's pools warming up) and by well under 10 kB a round after; a leak of one
+  // queue's series or one stream's handler would add hundreds of kB a round.
+  if (!kSanitized) {
+    EXPECT_LT(last.rss_kb - warm.rss_kb, 1024) << "RSS grew over the last half of the rounds";
+  }
   for (size_t i = half; i < samples.size(); ++i) {
     EXPECT_EQ(samples[i].threads, warm.threads) << "round " << i;
     EXPECT_EQ(samples[i].object_series, warm.object_series) << "round " << i;

@@ -139,10 +139,9 @@ std::shared_ptr<Gauge> MetricsRegistry::SharedGauge(absl::string_view name, absl
   return slot;
 }
 
-std::shared_ptr<Histogram> MetricsRegistry::SharedHistogram(absl::string_view name,
-                                                            absl::string_view help,
-                                                            const Labels& labels,
-                                                            const std::vector<double>& upper_bounds) {
+std::shared_ptr<Histogram> MetricsRegistry::SharedHistogram(
+    absl::string_view name, absl::string_view help, const Labels& labels,
+    const std::vector<double>& upper_bounds) {
   MutexLock lock(&mu_);
   Family* family = FamilyLocked(name, help, Type::kHistogram);
   if (family == nullptr) return nullptr;

@@ -155,7 +155,8 @@ class Api {
 class WatchStream {
  public:
   WatchStream(grpc::Channel* channel, const std::string& informer_id)
-      : stub_(v1::Informers::NewStub(std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}))) {
+      : stub_(v1::Informers::NewStub(
+            std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}))) {
     v1::WatchRequest req;
     req.set_informer_id(informer_id);
     reader_ = stub_->Watch(&context_, req);
@@ -211,7 +212,6 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
   const int unbound_queues = 20 * scale;
   const int watches = 50 * scale;
   const int workers = 10 * scale;
-  for (int i = 0; i < informers; ++i) ASSERT_TRUE(SeedConfigMaps(absl::StrCat("churn-", i), 20).ok());
   // Idle freeing off: the test frees everything itself.
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
       {"--config=" + WriteConfig("churn", ClusterConfigYaml()), "--idle-timeout=0s"});
@@ -222,11 +222,18 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
   std::set<std::string> last_names;
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::string> ids;
-    for (int i = 0; i < informers; ++i) ids.push_back(api.EnsureInformer(absl::StrCat("churn-", i)));
-    for (int q = 0; q < bound_queues; ++q) {
-      api.CreateQueue(absl::StrCat("bound-", q), ids[q % informers]);
+    // New names every round, as clients come and go: an informer, queue or handler that left
+    // anything behind under its name would show as growth.
+    const std::string r = absl::StrCat(round, "-");
+    for (int i = 0; i < informers; ++i) {
+      const std::string ns = absl::StrCat("churn-", r, i);
+      ASSERT_TRUE(SeedConfigMaps(ns, 5).ok());
+      ids.push_back(api.EnsureInformer(ns));
     }
-    for (int q = 0; q < unbound_queues; ++q) api.CreateQueue(absl::StrCat("unbound-", q), "");
+    for (int q = 0; q < bound_queues; ++q) {
+      api.CreateQueue(absl::StrCat("bound-", r, q), ids[q % informers]);
+    }
+    for (int q = 0; q < unbound_queues; ++q) api.CreateQueue(absl::StrCat("unbound-", r, q), "");
     {
       std::vector<std::unique_ptr<WatchStream>> open;
       for (int w = 0; w < watches; ++w) {
@@ -237,16 +244,16 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
     {
       std::vector<std::unique_ptr<WorkStream>> open;
       for (int w = 0; w < workers; ++w) {
-        open.push_back(std::make_unique<WorkStream>(api.channel(), absl::StrCat("bound-", w), 10,
-                                                    ids[w % informers]));
+        open.push_back(std::make_unique<WorkStream>(
+            api.channel(), absl::StrCat("bound-", r, w), /*max_in_flight=*/10, ids[w % informers]));
         ASSERT_TRUE(open.back()->ok());
         std::vector<v1::Lease> leases = open.back()->Next();
         ASSERT_FALSE(leases.empty());
         ASSERT_TRUE(open.back()->Answer(leases, v1::Outcome::SUCCESS));
       }
     }
-    for (int q = 0; q < bound_queues; ++q) api.DeleteQueue(absl::StrCat("bound-", q));
-    for (int q = 0; q < unbound_queues; ++q) api.DeleteQueue(absl::StrCat("unbound-", q));
+    for (int q = 0; q < bound_queues; ++q) api.DeleteQueue(absl::StrCat("bound-", r, q));
+    for (int q = 0; q < unbound_queues; ++q) api.DeleteQueue(absl::StrCat("unbound-", r, q));
     for (const std::string& id : ids) api.DeleteInformer(id);
     // Ended streams and stopped informers let their threads go shortly after the calls return.
     const int threads_before = samples.empty() ? -1 : samples.front().threads;

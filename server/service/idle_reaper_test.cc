@@ -28,10 +28,12 @@ class IdleReaperTest : public ::testing::Test {
   IdleReaperTest() : env_("idle-reaper") {
     informers_ = std::make_unique<InformerRegistry>(&env_.clusters,
                                                     InformerRegistryOptions{.clock = &clock_});
-    queues_ = std::make_unique<QueueRegistry>(InformerSourceLookups(informers_.get(), &env_.clusters),
-                                              QueueRegistryOptions{.clock = &clock_});
+    queues_ = std::make_unique<QueueRegistry>(
+        InformerSourceLookups(informers_.get(), &env_.clusters),
+        QueueRegistryOptions{.clock = &clock_});
     reaper_ = std::make_unique<IdleReaper>(informers_.get(), queues_.get(),
-                                           IdleReaperOptions{.idle_timeout = kIdle, .clock = &clock_});
+                                           IdleReaperOptions{.idle_timeout = kIdle,
+                                                             .clock = &clock_});
   }
   ~IdleReaperTest() override {
     reaper_.reset();

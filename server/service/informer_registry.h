@@ -19,8 +19,10 @@
 // Use: Ensure, Get and Find (every call naming an informer goes through one of them) record the
 // time as the informer's last use; List does not (Admin looking is not using). An informer is in
 // use while anything outside the registry holds it (a Watch stream, a queue source's mapper, a
-// Work stream's object informer). Pin marks one that must never be freed (the config's). Find hands out shared_ptrs: a deleted informer is stopped at once, and
-// its memory is freed when the last holder lets go.
+// Work stream's object informer). Pin marks one that must never be freed (the config's).
+//
+// Find hands out shared_ptrs: a deleted (or freed) informer is stopped at once, and its memory
+// is freed when the last holder lets go.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_

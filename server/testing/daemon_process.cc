@@ -99,8 +99,8 @@ client::testing::FakeApiServer* SharedApiServer() {
 }
 
 std::string ClusterConfigYaml() {
-  return absl::StrCat("clusters: [{name: fake, kubeconfig: \"", SharedApiServer()->kubeconfig_path(),
-                      "\"}]\n");
+  return absl::StrCat("clusters: [{name: fake, kubeconfig: \"",
+                      SharedApiServer()->kubeconfig_path(), "\"}]\n");
 }
 
 absl::Status SeedConfigMaps(const std::string& ns, int count) {

@@ -30,7 +30,8 @@ class RegistryCounter final : public CounterMetric {
 
 class RegistryHistogram final : public HistogramMetric {
  public:
-  explicit RegistryHistogram(std::shared_ptr<Histogram> histogram) : histogram_(std::move(histogram)) {}
+  explicit RegistryHistogram(std::shared_ptr<Histogram> histogram)
+      : histogram_(std::move(histogram)) {}
   void Observe(double v) override { histogram_->Observe(v); }
 
  private:

@@ -21,6 +21,9 @@ extern "C" const char* __tsan_default_suppressions() {
          "race:libgrpc.so*\n"
          "race:libgpr.so*\n"
          "race:libgrpc++.so*\n"
+         // ... and its upb (libupb), which serializes a call's status details (made in
+         // uninstrumented libabsl_status on the thread that finished the call) on its executor.
+         "race:libupb.so*\n"
          // absl::Mutex (used inside gRPC) keeps its deadlock-detection graph in uninstrumented
          // libabsl too.
          "race:libabsl_graphcycles_internal.so*\n"

@@ -203,9 +203,9 @@ absl::StatusOr<std::shared_ptr<ProcessorListener>> SharedInformer::Register(
     ListenerMetrics m;
     if (metrics_ != nullptr) {
       const Labels labels = {{"informer", name_}, {"handler", listener->name()}};
-      m.pending = metrics_->GetGauge("informer_handler_pending",
-                                     "Notifications waiting for the handler.", labels);
-      m.overflows = metrics_->GetCounter(
+      m.pending = metrics_->SharedGauge("informer_handler_pending",
+                                        "Notifications waiting for the handler.", labels);
+      m.overflows = metrics_->SharedCounter(
           "informer_handler_overflows_total",
           "Times the handler fell a full buffer behind and was told to re-snapshot.", labels);
     }
@@ -226,8 +226,12 @@ absl::Status SharedInformer::RemoveEventHandler(const std::shared_ptr<ProcessorL
     const size_t i = it - listeners_.begin();
     listeners_.erase(it);
     listener_metrics_.erase(listener_metrics_.begin() + i);
-    // The handler's series go with it (a Watch stream adds one handler per stream).
-    if (metrics_ != nullptr) RemoveListenerSeries(listener->name());
+    // The handler's series go with it (a Watch stream adds one handler per stream), unless
+    // another handler of the same name (a queue's second source on this informer) still has them.
+    const bool name_in_use =
+        std::any_of(listeners_.begin(), listeners_.end(),
+                    [&](const auto& other) { return other->name() == listener->name(); });
+    if (metrics_ != nullptr && !name_in_use) RemoveListenerSeries(listener->name());
     RearmResyncLocked();
   }
   listener->Stop();

@@ -143,8 +143,10 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
  private:
   class StoreKnownObjects;
   struct ListenerMetrics {
-    Gauge* pending = nullptr;
-    Counter* overflows = nullptr;
+    // Shared: handlers of one name share their series, and removing it from the registry with
+    // the first of them must not free what the others still write.
+    std::shared_ptr<Gauge> pending;
+    std::shared_ptr<Counter> overflows;
     uint64_t overflows_reported = 0;
   };
 

@@ -72,11 +72,18 @@ kube-testserver:
 # (`make test` runs a short version). SOAK_ROUNDS / SOAK_OPS / SOAK_SEED tune it.
 SOAK_ROUNDS ?= 1500
 SOAK_OPS ?= 60
+# Then the churn of informers, queues and streams against a real daemon (server/lifetime_test.cc):
+# RSS, threads and /metrics series must stay flat. SOAK_CHURN_ROUNDS / SOAK_CHURN_SCALE tune it.
+SOAK_CHURN_ROUNDS ?= 200
+SOAK_CHURN_SCALE ?= 5
 .PHONY: soak
 soak: bootstrap
 	$(BAZEL) test //server/informer:convergence_test --test_output=streamed --test_timeout=14400 \
 	  --test_env=INFORMERD_CONVERGENCE_ROUNDS=$(SOAK_ROUNDS) --test_env=INFORMERD_CONVERGENCE_OPS=$(SOAK_OPS) \
 	  $(if $(SOAK_SEED),--test_env=INFORMERD_CONVERGENCE_SEED=$(SOAK_SEED),) --nocache_test_results
+	$(BAZEL) test //server:lifetime_test --test_filter='LifetimeTest.Churn*' --test_output=streamed \
+	  --test_timeout=14400 --test_env=INFORMERD_CHURN_ROUNDS=$(SOAK_CHURN_ROUNDS) \
+	  --test_env=INFORMERD_CHURN_SCALE=$(SOAK_CHURN_SCALE) --nocache_test_results
 
 # Informer benchmarks beside client-go (tools/bench_informer): prints the table and writes
 # bench/results/informer.json.

@@ -33,6 +33,16 @@ void TimerQueue::Arm(uint64_t id, absl::Time when) {
   entry.armed_seq = next_seq_++;
   heap_.push_back(HeapItem{when, entry.armed_seq, id});
   std::push_heap(heap_.begin(), heap_.end(), std::greater<HeapItem>());
+  // Re-armed, disarmed and removed timers leave stale items that only go when they reach the top,
+  // which for a far deadline (a resync hours away, re-armed on every handler change) is never in
+  // practice: rebuild once they outnumber the timers, so the heap is bounded by the timers alive.
+  if (heap_.size() > 2 * entries_.size() + 16) {
+    std::erase_if(heap_, [this](const HeapItem& item) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      auto e = entries_.find(item.id);
+      return e == entries_.end() || e->second.armed_seq != item.seq;
+    });
+    std::make_heap(heap_.begin(), heap_.end(), std::greater<HeapItem>());
+  }
 }
 
 void TimerQueue::Disarm(uint64_t id) {
@@ -101,6 +111,11 @@ int TimerQueue::RunDue(absl::FunctionRef<absl::Time()> now) {
 absl::Time TimerQueue::NextDeadline() {
   MutexLock lock(&mu_);
   return PruneLocked() ? heap_.front().deadline : absl::InfiniteFuture();
+}
+
+size_t TimerQueue::HeapSize() {
+  MutexLock lock(&mu_);
+  return heap_.size();
 }
 
 int TimerQueue::ArmedCount() {
@@ -185,6 +200,7 @@ void FakeClock::RunDue() {
 }
 
 int FakeClock::ArmedTimers() { return timers_.ArmedCount(); }
+size_t FakeClock::TimerHeapSize() { return timers_.HeapSize(); }
 
 absl::Time FakeClock::NextDeadline() { return timers_.NextDeadline(); }
 

@@ -89,6 +89,8 @@ class TimerQueue {
   absl::Time NextDeadline();
   // Number of armed timers.
   int ArmedCount();
+  // Items in the deadline heap, stale ones included (bounded by about twice the timers alive).
+  size_t HeapSize();
   // Blocks until a deadline earlier than `than` is armed, `stop` is set, or `deadline` passes.
   void WaitForEarlier(absl::Time than, absl::Time deadline, const std::atomic<bool>& stop);
   // Wakes WaitForEarlier (used to stop the timer thread).
@@ -157,6 +159,8 @@ class FakeClock final : public Clock {
   void RunDue();
   // Number of armed timers: lets a test wait until a component has scheduled its wake-up.
   int ArmedTimers();
+  // TimerQueue::HeapSize of this clock's timers.
+  size_t TimerHeapSize();
   // The earliest pending deadline, or InfiniteFuture.
   absl::Time NextDeadline();
 

@@ -57,6 +57,21 @@ TEST(FakeClockTest, ReArmingMovesTheDeadlineAndDisarmCancels) {
   EXPECT_EQ(fired, 0);
 }
 
+TEST(FakeClockTest, ReArmingAndDestroyingTimersForFarDeadlinesKeepsTheHeapBounded) {
+  FakeClock clock;
+  int fired = 0;
+  auto kept = clock.CreateTimer([&] { ++fired; });
+  for (int i = 0; i < 10000; ++i) {
+    kept->ArmAt(clock.Now() + absl::Hours(10) + absl::Seconds(i));
+    auto gone = clock.CreateTimer([] {});
+    gone->ArmAt(clock.Now() + absl::Hours(20));
+  }
+  EXPECT_LE(clock.TimerHeapSize(), 2u + 16u + 2u);
+  kept->ArmAt(clock.Now() + absl::Seconds(1));
+  clock.Advance(absl::Hours(30));
+  EXPECT_EQ(fired, 1);
+}
+
 TEST(FakeClockTest, CallbackMayReArmItselfForNowAndRunsInTheSameAdvance) {
   FakeClock clock;
   int fired = 0;

@@ -104,27 +104,44 @@ MetricsRegistry::Family* MetricsRegistry::FamilyLocked(absl::string_view name,
 
 Counter* MetricsRegistry::GetCounter(absl::string_view name, absl::string_view help,
                                      const Labels& labels) {
-  MutexLock lock(&mu_);
-  Family* family = FamilyLocked(name, help, Type::kCounter);
-  if (family == nullptr) return nullptr;
-  auto& slot = family->counters[labels];
-  if (slot == nullptr) slot = std::make_unique<Counter>();
-  return slot.get();
+  return SharedCounter(name, help, labels).get();
 }
 
 Gauge* MetricsRegistry::GetGauge(absl::string_view name, absl::string_view help,
                                  const Labels& labels) {
-  MutexLock lock(&mu_);
-  Family* family = FamilyLocked(name, help, Type::kGauge);
-  if (family == nullptr) return nullptr;
-  auto& slot = family->gauges[labels];
-  if (slot == nullptr) slot = std::make_unique<Gauge>();
-  return slot.get();
+  return SharedGauge(name, help, labels).get();
 }
 
 Histogram* MetricsRegistry::GetHistogram(absl::string_view name, absl::string_view help,
                                          const Labels& labels,
                                          const std::vector<double>& upper_bounds) {
+  return SharedHistogram(name, help, labels, upper_bounds).get();
+}
+
+std::shared_ptr<Counter> MetricsRegistry::SharedCounter(absl::string_view name,
+                                                        absl::string_view help,
+                                                        const Labels& labels) {
+  MutexLock lock(&mu_);
+  Family* family = FamilyLocked(name, help, Type::kCounter);
+  if (family == nullptr) return nullptr;
+  auto& slot = family->counters[labels];
+  if (slot == nullptr) slot = std::make_shared<Counter>();
+  return slot;
+}
+
+std::shared_ptr<Gauge> MetricsRegistry::SharedGauge(absl::string_view name, absl::string_view help,
+                                                    const Labels& labels) {
+  MutexLock lock(&mu_);
+  Family* family = FamilyLocked(name, help, Type::kGauge);
+  if (family == nullptr) return nullptr;
+  auto& slot = family->gauges[labels];
+  if (slot == nullptr) slot = std::make_shared<Gauge>();
+  return slot;
+}
+
+std::shared_ptr<Histogram> MetricsRegistry::SharedHistogram(
+    absl::string_view name, absl::string_view help, const Labels& labels,
+    const std::vector<double>& upper_bounds) {
   MutexLock lock(&mu_);
   Family* family = FamilyLocked(name, help, Type::kHistogram);
   if (family == nullptr) return nullptr;
@@ -132,9 +149,47 @@ Histogram* MetricsRegistry::GetHistogram(absl::string_view name, absl::string_vi
   if (slot == nullptr) {
     std::vector<double> sorted = upper_bounds;
     std::sort(sorted.begin(), sorted.end());
-    slot = std::make_unique<Histogram>(std::move(sorted));
+    slot = std::make_shared<Histogram>(std::move(sorted));
   }
-  return slot.get();
+  return slot;
+}
+
+namespace {
+
+bool Includes(const Labels& labels, const Labels& match) {
+  for (const auto& m : match) {
+    if (std::find(labels.begin(), labels.end(), m) == labels.end()) return false;
+  }
+  return true;
+}
+
+template <typename Map>
+size_t EraseMatching(Map& series, const Labels& match) {
+  size_t n = 0;
+  for (auto it = series.begin(); it != series.end();) {
+    if (Includes(it->first, match)) {
+      it = series.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+size_t MetricsRegistry::RemoveSeries(absl::string_view name, const Labels& match) {
+  MutexLock lock(&mu_);
+  auto it = families_.find(name);
+  if (it == families_.end()) return 0;
+  Family& family = it->second;
+  const size_t n = EraseMatching(family.counters, match) + EraseMatching(family.gauges, match) +
+                   EraseMatching(family.histograms, match);
+  if (family.counters.empty() && family.gauges.empty() && family.histograms.empty()) {
+    families_.erase(it);
+  }
+  return n;
 }
 
 std::string MetricsRegistry::Render() const {

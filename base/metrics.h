@@ -2,7 +2,9 @@
 // exposition format (version 0.0.4) for the daemon's /metrics endpoint.
 //
 // A metric family is declared once by name (type, help, label names, buckets); each distinct
-// label-value tuple gets its own series, created on first use and kept for the registry's life.
+// label-value tuple gets its own series, created on first use and kept until RemoveSeries (what
+// owns a queue or an informer removes its series when it goes, so that /metrics does not grow with
+// every object ever created).
 // Series are updated lock-free (atomics), so hot paths pay no lock; creating a series and
 // rendering take the registry's lock.
 //
@@ -11,8 +13,9 @@
 //   adds->Inc();
 //   std::string text = registry.Render();
 //
-// Thread safety: all methods may be called concurrently. Returned series pointers stay valid for
-// the registry's lifetime.
+// Thread safety: all methods may be called concurrently. Returned series pointers stay valid until
+// RemoveSeries removes the series (or the registry is destroyed); a later Get* with the same
+// labels creates a new series.
 #ifndef INFORMERD_BASE_METRICS_H_
 #define INFORMERD_BASE_METRICS_H_
 
@@ -82,6 +85,21 @@ class MetricsRegistry {
   Gauge* GetGauge(absl::string_view name, absl::string_view help, const Labels& labels);
   Histogram* GetHistogram(absl::string_view name, absl::string_view help, const Labels& labels,
                           const std::vector<double>& upper_bounds);
+  // The same, sharing ownership: a series removed by RemoveSeries while its holder still updates
+  // it (a deleted queue that a stream still holds) lives on, unrendered, until the holder goes.
+  std::shared_ptr<Counter> SharedCounter(absl::string_view name, absl::string_view help,
+                                         const Labels& labels);
+  std::shared_ptr<Gauge> SharedGauge(absl::string_view name, absl::string_view help,
+                                     const Labels& labels);
+  std::shared_ptr<Histogram> SharedHistogram(absl::string_view name, absl::string_view help,
+                                             const Labels& labels,
+                                             const std::vector<double>& upper_bounds);
+
+  // Removes the series of family `name` (any type) whose labels include every pair of `match`;
+  // returns how many. A family left without series is no longer rendered (not even its HELP).
+  // The registry lets go of them at once: raw pointers from Get* to them dangle (REQUIRES that
+  // nobody uses those any more), shared ones keep theirs alive.
+  size_t RemoveSeries(absl::string_view name, const Labels& match);
 
   // Every family and series in the Prometheus text format, families sorted by name.
   std::string Render() const;
@@ -91,9 +109,9 @@ class MetricsRegistry {
   struct Family {
     Type type;
     std::string help;
-    std::map<Labels, std::unique_ptr<Counter>> counters;
-    std::map<Labels, std::unique_ptr<Gauge>> gauges;
-    std::map<Labels, std::unique_ptr<Histogram>> histograms;
+    std::map<Labels, std::shared_ptr<Counter>> counters;
+    std::map<Labels, std::shared_ptr<Gauge>> gauges;
+    std::map<Labels, std::shared_ptr<Histogram>> histograms;
   };
   Family* FamilyLocked(absl::string_view name, absl::string_view help, Type type)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -10,6 +10,7 @@ namespace informerd {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 TEST(MetricsRegistryTest, RendersCountersAndGaugesInPrometheusTextFormat) {
   MetricsRegistry registry;
@@ -69,6 +70,23 @@ TEST(MetricsRegistryTest, ConcurrentIncrementsAreAllCounted) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(c->Value(), 40000);
+}
+
+TEST(MetricsRegistryTest, RemoveSeriesDropsTheMatchingSeriesAndAnEmptyFamily) {
+  MetricsRegistry registry;
+  registry.GetCounter("c", "h", {{"name", "x"}, {"handler", "a"}})->Inc();
+  registry.GetCounter("c", "h", {{"name", "x"}, {"handler", "b"}})->Inc();
+  registry.GetCounter("c", "h", {{"name", "y"}, {"handler", "a"}})->Inc();
+  registry.GetHistogram("h_seconds", "h", {{"name", "x"}}, {1, 2});
+  EXPECT_EQ(registry.RemoveSeries("c", {{"name", "x"}}), 2);
+  EXPECT_EQ(registry.RemoveSeries("h_seconds", {{"name", "x"}}), 1);
+  EXPECT_EQ(registry.RemoveSeries("absent", {{"name", "x"}}), 0);
+  const std::string text = registry.Render();
+  EXPECT_THAT(text, Not(HasSubstr("name=\"x\"")));
+  EXPECT_THAT(text, HasSubstr("c{name=\"y\",handler=\"a\"} 1\n"));
+  EXPECT_THAT(text, Not(HasSubstr("h_seconds")));
+  // The same labels again: a new series, from zero.
+  EXPECT_EQ(registry.GetCounter("c", "h", {{"name", "x"}, {"handler", "a"}})->Value(), 0);
 }
 
 TEST(ExponentialBucketsTest, MultipliesFromTheStart) {

@@ -279,8 +279,9 @@ absl::Status ParseQueues(const YAML::Node& node, absl::string_view origin, Daemo
 absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonConfig* config) {
   if (!root || root.IsNull()) return absl::OkStatus();  // an empty file: all defaults
   if (absl::Status s = CheckKeys(root, origin, "",
-                                 {"listen", "metricsListen", "tls", "shutdownGracePeriod", "limits",
-                                  "keepalive", "clusters", "informers", "queues", "logLevel"});
+                                 {"listen", "metricsListen", "tls", "shutdownGracePeriod", "idleTimeout",
+                                  "limits", "keepalive", "clusters", "informers", "queues",
+                                  "logLevel"});
       !s.ok()) {
     return s;
   }
@@ -325,6 +326,13 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
     absl::StatusOr<absl::Duration> d = Duration(*text, origin, "shutdownGracePeriod");
     if (!d.ok()) return d.status();
     config->shutdown_grace_period = *d;
+  }
+  if (root["idleTimeout"]) {
+    absl::StatusOr<std::string> text = String(root["idleTimeout"], origin, "idleTimeout");
+    if (!text.ok()) return text.status();
+    absl::StatusOr<absl::Duration> d = Duration(*text, origin, "idleTimeout");
+    if (!d.ok()) return d.status();
+    config->idle_timeout = *d;
   }
   if (const YAML::Node& limits = root["limits"]) {
     if (absl::Status s = CheckKeys(limits, origin, "limits",
@@ -437,6 +445,8 @@ std::string FlagsUsage() {
   --in-cluster             one cluster named "default" from the pod's service account
   --tls-cert=PATH --tls-key=PATH [--tls-client-ca=PATH]   TLS (and mTLS) on TCP listeners
   --shutdown-grace=DUR     on SIGTERM, how long in-flight keys may take (default 30s)
+  --idle-timeout=DUR       free informers and queues created over the API after this long with
+                           no user (default 10m; 0: never)
   --log-level=LEVEL        trace, debug, info, warn, error (default info)
 )";
 }
@@ -447,7 +457,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
   static const std::set<std::string> kBoolean = {"in-cluster", "help"};
   static const std::set<std::string> kKnown = {
       "config",   "listen",   "metrics-listen", "kubeconfig",    "context",        "in-cluster",
-      "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "help"};
+      "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "help",
+      "idle-timeout"};
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
@@ -511,6 +522,10 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
       absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
       if (!d.ok()) return d.status();
       config.shutdown_grace_period = *d;
+    } else if (name == "idle-timeout") {
+      absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
+      if (!d.ok()) return d.status();
+      config.idle_timeout = *d;
     } else if (name == "log-level") {
       config.log_level = value;
     }

@@ -10,6 +10,8 @@
 //   metricsListen: "127.0.0.1:7471"           # "" turns the HTTP endpoint off
 //   tls: {cert: server.pem, key: server-key.pem, clientCa: ca.pem}   # TCP listeners; clientCa: mTLS
 //   shutdownGracePeriod: 30s                  # SIGTERM: in-flight keys get this long to finish
+//   idleTimeout: 10m                          # API-created informers/queues unused this long are
+//                                             #   freed (0: never; see docs/semantics.md)
 //   limits: {maxMessageBytes: 16777216, maxConcurrentStreams: 1000, maxSubscribers: 10000}
 //   keepalive: {time: 5s, timeout: 3s}        # how fast a dead worker is noticed
 //   clusters:
@@ -76,6 +78,9 @@ struct DaemonConfig {
   std::string metrics_listen = "127.0.0.1:7471";
   TlsConfig tls;
   absl::Duration shutdown_grace_period = absl::Seconds(30);
+  // Informers and queues created over the API with no user for this long are freed (those of the
+  // config never are). Zero: never.
+  absl::Duration idle_timeout = absl::Minutes(10);
   int64_t max_message_bytes = 16 << 20;
   int max_concurrent_streams = 1000;
   int max_subscribers = 10000;
@@ -97,7 +102,7 @@ absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
 //   --config=PATH (read first, then the other flags apply over it)  --listen=ADDR (repeatable;
 //   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
 //   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
-//   --log-level=LEVEL
+//   --idle-timeout=DURATION  --log-level=LEVEL
 // --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".
 // INVALID_ARGUMENT naming an unknown flag or a bad value. `*help` is set for --help.
 absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help);

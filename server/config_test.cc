@@ -21,6 +21,18 @@ TEST(ConfigTest, AnEmptyFileGivesTheDefaults) {
   EXPECT_EQ(c->metrics_listen, "127.0.0.1:7471");
   EXPECT_TRUE(c->clusters.empty());
   EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(30));
+  EXPECT_EQ(c->idle_timeout, absl::Minutes(10));
+}
+
+TEST(ConfigTest, TheIdleTimeoutComesFromTheFileAndTheFlag) {
+  absl::StatusOr<DaemonConfig> c = ParseConfig("idleTimeout: 0s\n", "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->idle_timeout, absl::ZeroDuration());
+  bool help = false;
+  c = ConfigFromFlags({"--idle-timeout=90s"}, &help);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->idle_timeout, absl::Seconds(90));
+  EXPECT_FALSE(ParseConfig("idleTimeout: soon\n", "c.yaml").ok());
 }
 
 TEST(ConfigTest, AFullFileIsRead) {

@@ -20,6 +20,7 @@
 #include "server/service/admin_service.h"
 #include "server/service/clusters.h"
 #include "server/service/grpc_metrics.h"
+#include "server/service/idle_reaper.h"
 #include "server/service/informer_registry.h"
 #include "server/service/informer_service.h"
 #include "server/service/queue_registry.h"
@@ -113,6 +114,7 @@ absl::Status Daemon::Init() {
                           absl::StrCat("informers[", i, "]: ", e.status().message()));
     }
     configured_informers_.push_back(e->id);
+    informers_->Pin(e->id).IgnoreError();  // just ensured
     if (!config_.informers[i].alias.empty()) alias_to_id[config_.informers[i].alias] = e->id;
   }
   for (size_t i = 0; i < config_.queues.size(); ++i) {
@@ -132,6 +134,12 @@ absl::Status Daemon::Init() {
       return absl::Status(q.status().code(),
                           absl::StrCat("queues[", i, "]: ", q.status().message()));
     }
+    (*q)->Pin();
+  }
+  if (config_.idle_timeout > absl::ZeroDuration()) {
+    idle_reaper_ = std::make_unique<service::IdleReaper>(
+        informers_.get(), queues_.get(),
+        service::IdleReaperOptions{.idle_timeout = config_.idle_timeout});
   }
 
   informer_service_ = std::make_unique<service::InformerService>(
@@ -280,6 +288,7 @@ void Daemon::Shutdown() {
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
   }
+  idle_reaper_.reset();  // frees nothing from now on
   // Stop handing out keys; let in-flight ones be answered for the grace period.
   if (queues_ != nullptr) queues_->ShutDownAll(config_.shutdown_grace_period);
   if (server_ != nullptr) {

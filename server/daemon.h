@@ -11,6 +11,9 @@
 // registries refuse. With no cluster configured the daemon still starts and serves health,
 // reflection and admin calls; informer calls say that no cluster is configured.
 //
+// Informers and queues created over the API are freed after config.idle_timeout without a user
+// (service/idle_reaper.h); the config's are pinned.
+//
 // Shutdown is graceful: health turns NOT_SERVING, Work streams stop receiving keys and in-flight
 // keys get config.shutdown_grace_period to be answered, then streams end (keys still held go
 // back to their queues), then informers stop.
@@ -43,6 +46,7 @@ namespace informerd {
 namespace service {
 class AdminService;
 class Clusters;
+class IdleReaper;
 class InformerRegistry;
 class InformerService;
 class QueueRegistry;
@@ -79,6 +83,8 @@ class Daemon {
   std::unique_ptr<service::Clusters> clusters_;
   std::unique_ptr<service::InformerRegistry> informers_;
   std::unique_ptr<service::QueueRegistry> queues_;
+  // Frees what clients created and left unused (config_.idle_timeout); nullptr when 0.
+  std::unique_ptr<service::IdleReaper> idle_reaper_;
   std::unique_ptr<service::InformerService> informer_service_;
   std::unique_ptr<service::QueueService> queue_service_;
   std::unique_ptr<service::WorkService> work_service_;

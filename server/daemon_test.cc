@@ -31,7 +31,9 @@
 #include "informerd/v1/informers.grpc.pb.h"
 #include "informerd/v1/queues.grpc.pb.h"
 #include "informerd/v1/work.grpc.pb.h"
+#include "server/testing/daemon_process.h"
 #include "server/testing/subprocess.h"
+#include "server/testing/work_stream.h"
 
 namespace informerd {
 namespace {
@@ -39,123 +41,20 @@ namespace {
 using ::informerd::testing::Runfile;
 using ::informerd::testing::Subprocess;
 using ::testing::HasSubstr;
+using ::informerd::testing::HttpGet;
+using ::informerd::testing::WriteConfig;
+using Daemon = ::informerd::testing::DaemonProcess;
 
-constexpr absl::Duration kStartTimeout = absl::Seconds(60);
+client::testing::FakeApiServer* ApiServer() { return ::informerd::testing::SharedApiServer(); }
 
-client::testing::FakeApiServer* ApiServer() {
-  static client::testing::FakeApiServer* server = [] {
-    auto started = client::testing::FakeApiServer::Start({});
-    if (!started.ok()) {
-      std::fprintf(stderr, "fake API server: %s\n", started.status().ToString().c_str());
-      std::abort();
-    }
-    return started->release();
-  }();
-  return server;
-}
+absl::StatusOr<Daemon> StartDaemon(std::vector<std::string> flags) { return Daemon::Start(flags); }
 
-// A running informerd.
-struct Daemon {
-  std::unique_ptr<Subprocess> process;
-  std::string grpc;     // host:port
-  std::string metrics;  // host:port
-  std::shared_ptr<grpc::Channel> channel;
-};
+using Worker = ::informerd::testing::WorkStream;
 
-std::string WriteConfig(const std::string& name, const std::string& yaml) {
-  const std::string path = absl::StrCat(::testing::TempDir(), "/", name, ".yaml");
-  std::ofstream(path) << yaml;
-  return path;
-}
-
-absl::StatusOr<Daemon> StartDaemon(std::vector<std::string> flags) {
-  std::vector<std::string> argv = {Runfile("server/informerd"), "--metrics-listen=127.0.0.1:0"};
-  bool listen_given = false;
-  for (const std::string& f : flags) listen_given |= absl::StartsWith(f, "--listen");
-  if (!listen_given) argv.push_back("--listen=127.0.0.1:0");
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv);
-  if (!p.ok()) return p.status();
-  Daemon d;
-  d.process = *std::move(p);
-  absl::StatusOr<std::string> grpc = d.process->ReadUntil("grpc: ", kStartTimeout);
-  if (!grpc.ok()) return grpc.status();
-  absl::StatusOr<std::string> metrics = d.process->ReadUntil("metrics: ", kStartTimeout);
-  if (!metrics.ok()) return metrics.status();
-  d.grpc = *grpc;
-  d.metrics = *metrics;
-  d.channel = grpc::CreateChannel(d.grpc, grpc::InsecureChannelCredentials());
-  return d;
-}
-
-std::string HttpGet(const std::string& address, const std::string& path, int* status) {
-  httplib::Client c("http://" + address);
-  auto res = c.Get(path.c_str());
-  *status = res ? res->status : -1;
-  return res ? res->body : "";
-}
-
-// A Work stream driven from the test.
-class Worker {
- public:
-  Worker(grpc::Channel* channel, const std::string& queue, uint32_t max_in_flight)
-      : stub_(v1::Work::NewStub(std::shared_ptr<grpc::Channel>(channel, [](grpc::Channel*) {}))) {
-    stream_ = stub_->Process(&context_);
-    v1::ProcessRequest start;
-    start.mutable_start()->set_queue(queue);
-    start.mutable_start()->set_max_in_flight(max_in_flight);
-    start.mutable_start()->set_worker_name("daemon-test");
-    stream_->Write(start);
-    v1::ProcessResponse started;
-    ok_ = stream_->Read(&started) && started.has_started();
-    epoch_ = started.started().epoch();
-  }
-  ~Worker() {
-    context_.TryCancel();
-    stream_->Finish().IgnoreError();
-  }
-  bool ok() const { return ok_; }
-  // Started.epoch: the daemon process's.
-  uint64_t epoch() const { return epoch_; }
-  // The next batch of leases (blocks; empty at the stream's end).
-  std::vector<v1::Lease> Next() {
-    v1::ProcessResponse r;
-    while (stream_->Read(&r)) {
-      if (r.has_leases()) return {r.leases().leases().begin(), r.leases().leases().end()};
-    }
-    return {};
-  }
-  bool Answer(const std::vector<v1::Lease>& leases, v1::Outcome::Result result) {
-    v1::ProcessRequest req;
-    for (const v1::Lease& l : leases) {
-      v1::Outcome* o = req.mutable_outcomes()->add_outcomes();
-      o->set_key(l.key());
-      o->set_token(l.token());
-      o->set_result(result);
-    }
-    return stream_->Write(req);
-  }
-  grpc::ClientContext& context() { return context_; }
-
- private:
-  std::unique_ptr<v1::Work::Stub> stub_;
-  grpc::ClientContext context_;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::ProcessRequest, v1::ProcessResponse>> stream_;
-  bool ok_ = false;
-  uint64_t epoch_ = 0;
-};
-
-std::string ClusterConfig() {
-  return absl::StrCat("clusters: [{name: fake, kubeconfig: \"", ApiServer()->kubeconfig_path(),
-                      "\"}]\n");
-}
+std::string ClusterConfig() { return ::informerd::testing::ClusterConfigYaml(); }
 
 absl::Status Seed(const std::string& ns, int count) {
-  return ApiServer()
-      ->Control("POST", "/_fake/seed",
-                absl::StrCat(R"({"resource":"configmaps","namespace":")", ns, R"(","count":)",
-                             count, "}"))
-      .status();
+  return ::informerd::testing::SeedConfigMaps(ns, count);
 }
 
 TEST(DaemonTest, WithoutAClusterItServesHealthAdminAndSaysWhyInformersFail) {

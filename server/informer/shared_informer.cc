@@ -135,7 +135,24 @@ void SharedInformer::Stop() {
   while (fifo_->TryPop([](Deltas&, const PopContext&) { return absl::OkStatus(); }).ok()) {
   }
   store_->Replace({}, "");
-  if (metrics_ != nullptr) UpdateMetrics();
+  if (metrics_ != nullptr) {
+    // Nothing updates them any more (the timer is gone, Start refuses): the informer's series
+    // leave /metrics with it.
+    MutexLock lock(&distribute_mu_);
+    listener_metrics_.clear();
+    const Labels labels = {{"informer", name_}};
+    for (absl::string_view family : {"informer_objects", "informer_object_bytes",
+                                     "informer_fifo_items", "informer_synced",
+                                     "informer_handler_pending", "informer_handler_overflows_total"}) {
+      metrics_->RemoveSeries(family, labels);
+    }
+  }
+}
+
+void SharedInformer::RemoveListenerSeries(const std::string& handler) {
+  const Labels labels = {{"informer", name_}, {"handler", handler}};
+  metrics_->RemoveSeries("informer_handler_pending", labels);
+  metrics_->RemoveSeries("informer_handler_overflows_total", labels);
 }
 
 bool SharedInformer::HasSynced() const { return fifo_->HasSynced(); }
@@ -186,9 +203,9 @@ absl::StatusOr<std::shared_ptr<ProcessorListener>> SharedInformer::Register(
     ListenerMetrics m;
     if (metrics_ != nullptr) {
       const Labels labels = {{"informer", name_}, {"handler", listener->name()}};
-      m.pending = metrics_->GetGauge("informer_handler_pending",
-                                     "Notifications waiting for the handler.", labels);
-      m.overflows = metrics_->GetCounter(
+      m.pending = metrics_->SharedGauge("informer_handler_pending",
+                                        "Notifications waiting for the handler.", labels);
+      m.overflows = metrics_->SharedCounter(
           "informer_handler_overflows_total",
           "Times the handler fell a full buffer behind and was told to re-snapshot.", labels);
     }
@@ -207,9 +224,14 @@ absl::Status SharedInformer::RemoveEventHandler(const std::shared_ptr<ProcessorL
       return absl::NotFoundError("RemoveEventHandler: not registered with this informer");
     }
     const size_t i = it - listeners_.begin();
-    if (listener_metrics_[i].pending != nullptr) listener_metrics_[i].pending->Set(0);
     listeners_.erase(it);
     listener_metrics_.erase(listener_metrics_.begin() + i);
+    // The handler's series go with it (a Watch stream adds one handler per stream), unless
+    // another handler of the same name (a queue's second source on this informer) still has them.
+    const bool name_in_use =
+        std::any_of(listeners_.begin(), listeners_.end(),
+                    [&](const auto& other) { return other->name() == listener->name(); });
+    if (metrics_ != nullptr && !name_in_use) RemoveListenerSeries(listener->name());
     RearmResyncLocked();
   }
   listener->Stop();

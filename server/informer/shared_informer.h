@@ -31,6 +31,7 @@
 //   informer_objects{informer}, informer_object_bytes{informer}, informer_fifo_items{informer},
 //   informer_handler_pending{informer,handler}, informer_handler_overflows_total{informer,handler},
 //   informer_synced{informer}.
+// A handler's series leave /metrics when it is removed, all of the informer's when it stops.
 //
 // Lifecycle: Start once; Stop once (from any thread but a handler's own callback) stops the
 // reflector, the processing thread and every handler, then empties the cache and buffers. A
@@ -142,8 +143,10 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
  private:
   class StoreKnownObjects;
   struct ListenerMetrics {
-    Gauge* pending = nullptr;
-    Counter* overflows = nullptr;
+    // Shared: handlers of one name share their series, and removing it from the registry with
+    // the first of them must not free what the others still write.
+    std::shared_ptr<Gauge> pending;
+    std::shared_ptr<Counter> overflows;
     uint64_t overflows_reported = 0;
   };
 
@@ -160,6 +163,8 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   void OnResyncTimer();
   void RearmResyncLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(distribute_mu_);
   void UpdateMetrics();
+  // Removes the informer_handler_* series of the handler named `handler`.
+  void RemoveListenerSeries(const std::string& handler);
 
   const std::string name_;
   Clock* const clock_;

@@ -322,6 +322,22 @@ TEST_F(SharedInformerTest, MemoryIsAccountedAndExported) {
   EXPECT_THAT(text, HasSubstr("informer_object_bytes{informer=\"test\"}"));
 }
 
+TEST_F(SharedInformerTest, AHandlersSeriesGoWithTheLastHandlerOfItsNameAndAllWithStop) {
+  auto handler = Handler();
+  auto first = informer_->AddEventHandler(handler, {.name = "h"}).value();
+  auto second = informer_->AddEventHandler(handler, {.name = "h"}).value();
+  SyncAt({Cm("a", 1)}, "2");
+  clock_.Advance(absl::Seconds(10));  // the metrics period
+  const std::string series = "informer_handler_pending{informer=\"test\",handler=\"h\"}";
+  ASSERT_TRUE(informer_->RemoveEventHandler(first).ok());
+  clock_.Advance(absl::Seconds(10));  // the remaining handler still writes its series
+  EXPECT_THAT(metrics_.Render(), HasSubstr(series));
+  ASSERT_TRUE(informer_->RemoveEventHandler(second).ok());
+  EXPECT_THAT(metrics_.Render(), ::testing::Not(HasSubstr(series)));
+  informer_->Stop();
+  EXPECT_THAT(metrics_.Render(), ::testing::Not(HasSubstr("informer=\"test\"")));
+}
+
 TEST_F(SharedInformerTest, StoppingFreesTheCacheAndIsFinal) {
   auto handler = Handler();
   auto handle = informer_->AddEventHandler(handler, {.name = "h"}).value();

@@ -66,6 +66,8 @@ grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* 
     v1::QueueDetails* details = response->add_queues();
     *details->mutable_queue()->mutable_spec() = q->spec();
     *details->mutable_queue()->mutable_state() = q->State();
+    details->mutable_queue()->set_last_used_unix_ms(absl::ToUnixMillis(q->last_used()));
+    details->mutable_queue()->set_pinned(q->pinned());
     for (const WorkerInfo& w : q->Workers()) {
       v1::WorkerInfo* info = details->add_workers();
       info->set_stream_id(w.stream_id);

@@ -191,7 +191,13 @@ absl::Status InformerNotFound(absl::string_view id) {
 }
 
 InformerRegistry::InformerRegistry(Clusters* clusters, InformerRegistryOptions options)
-    : clusters_(clusters), options_(std::move(options)) {}
+    : clusters_(clusters),
+      options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()) {}
+
+void InformerRegistry::TouchLocked(const Entry& entry) const {
+  entry.usage->last_used_unix_ns.store(absl::ToUnixNanos(clock_->Now()));
+}
 
 InformerRegistry::~InformerRegistry() {
   absl::flat_hash_map<std::string, Entry> informers;
@@ -250,7 +256,10 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   Entry existing;
   {
     MutexLock lock(&mu_);
-    if (auto it = informers_.find(id); it != informers_.end()) existing = it->second;
+    if (auto it = informers_.find(id); it != informers_.end()) {
+      existing = it->second;
+      TouchLocked(existing);
+    }
   }
   if (existing.informer != nullptr) {
     // The running informer: add the indexes it does not have yet.
@@ -318,7 +327,9 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   if (!built.ok()) return built.status();
   if (absl::Status started = (*built)->Start(); !started.ok()) return started;
   entry.informer = *std::move(built);
+  entry.usage = std::make_shared<Entry::Usage>();
   MutexLock lock(&mu_);
+  TouchLocked(entry);
   informers_[id] = entry;
   return entry;
 }
@@ -327,13 +338,16 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Get(absl::string_view 
   MutexLock lock(&mu_);
   auto it = informers_.find(id);
   if (it == informers_.end()) return InformerNotFound(id);
+  TouchLocked(it->second);
   return it->second;
 }
 
 std::shared_ptr<informer::SharedInformer> InformerRegistry::Find(absl::string_view id) const {
   MutexLock lock(&mu_);
   auto it = informers_.find(id);
-  return it == informers_.end() ? nullptr : it->second.informer;
+  if (it == informers_.end()) return nullptr;
+  TouchLocked(it->second);
+  return it->second.informer;
 }
 
 absl::Status InformerRegistry::Delete(absl::string_view id) {
@@ -349,6 +363,36 @@ absl::Status InformerRegistry::Delete(absl::string_view id) {
   // Stopped now, whoever still holds it; freed when the last holder lets go.
   informer->Stop();
   return absl::OkStatus();
+}
+
+absl::Status InformerRegistry::Pin(absl::string_view id) {
+  MutexLock lock(&mu_);
+  auto it = informers_.find(id);
+  if (it == informers_.end()) return InformerNotFound(id);
+  it->second.usage->pinned.store(true);
+  return absl::OkStatus();
+}
+
+void InformerRegistry::Touch(absl::string_view id) {
+  MutexLock lock(&mu_);
+  if (auto it = informers_.find(id); it != informers_.end()) TouchLocked(it->second);
+}
+
+bool InformerRegistry::FreeIfUnused(absl::string_view id, absl::Time cutoff) {
+  MutexLock change_lock(&change_mu_);
+  std::shared_ptr<informer::SharedInformer> informer;
+  {
+    MutexLock lock(&mu_);
+    auto it = informers_.find(id);
+    if (it == informers_.end()) return false;
+    const Entry& e = it->second;
+    // use_count: the entry's own reference is the only one.
+    if (e.pinned() || e.last_used() > cutoff || e.informer.use_count() > 1) return false;
+    informer = std::move(it->second.informer);
+    informers_.erase(it);
+  }
+  informer->Stop();
+  return true;
 }
 
 std::vector<InformerRegistry::Entry> InformerRegistry::List() const {

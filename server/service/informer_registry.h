@@ -13,14 +13,23 @@
 // digits being the 64-bit FNV-1a hash of the canonical identity (informer::InformerKey::ToString:
 // cluster, group/version/resource, namespace, canonical label and field selectors, transform
 // fingerprint), e.g. "deployments.apps-3f2a9c0d1b7e5a44". The readable prefix helps in logs;
-// only the whole id names an informer. It runs until Delete (or the
-// registry is destroyed). Find hands out shared_ptrs: a deleted informer is stopped at once, and
-// its memory is freed when the last holder lets go.
+// only the whole id names an informer. It runs until Delete, FreeIfUnused (the IdleReaper, for
+// informers created over the API that nobody uses) or the registry is destroyed.
+//
+// Use: Ensure, Get and Find (every call naming an informer goes through one of them) record the
+// time as the informer's last use; List does not (Admin looking is not using). An informer is in
+// use while anything outside the registry holds it (a Watch stream, a queue source's mapper, a
+// Work stream's object informer). Pin marks one that must never be freed (the config's).
+//
+// Find hands out shared_ptrs: a deleted (or freed) informer is stopped at once, and its memory
+// is freed when the last holder lets go.
 //
 // Thread safety: every method may be called from any thread.
 #ifndef INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_
 #define INFORMERD_SERVER_SERVICE_INFORMER_REGISTRY_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +37,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "base/clock.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "informerd/v1/informers.pb.h"
@@ -43,6 +54,8 @@ absl::Status InformerNotFound(absl::string_view id);
 struct InformerRegistryOptions {
   // nullptr: no metrics. Must outlive the registry.
   MetricsRegistry* metrics = nullptr;
+  // For last-use times only. nullptr: Clock::Real(). Must outlive the registry.
+  Clock* clock = nullptr;
   // Passed to every informer (tests shorten these).
   informer::BackoffOptions backoff;
   absl::Duration stall_timeout = absl::Minutes(3);
@@ -57,6 +70,17 @@ class InformerRegistry {
     // The resource is namespaced (discovery).
     bool namespaced = false;
     std::shared_ptr<informer::SharedInformer> informer;
+    // Shared by every copy of the entry: when the informer was last used, whether it is pinned.
+    struct Usage {
+      std::atomic<int64_t> last_used_unix_ns{0};
+      std::atomic<bool> pinned{false};
+    };
+    std::shared_ptr<Usage> usage;
+    absl::Time last_used() const {
+      return usage == nullptr ? absl::UnixEpoch()
+                              : absl::FromUnixNanos(usage->last_used_unix_ns.load());
+    }
+    bool pinned() const { return usage != nullptr && usage->pinned.load(); }
   };
 
   InformerRegistry(Clusters* clusters, InformerRegistryOptions options);
@@ -77,9 +101,21 @@ class InformerRegistry {
   absl::Status Delete(absl::string_view id);
   std::vector<Entry> List() const;
 
+  // Marks the informer as never to be freed for want of use. InformerNotFound(id) when unknown.
+  absl::Status Pin(absl::string_view id);
+  // Records a use now (when it is in use without calls, e.g. a long Watch stream).
+  void Touch(absl::string_view id);
+  // Stops and forgets the informer if it is not pinned, was last used at or before `cutoff` and
+  // nothing outside the registry holds it, checked atomically with Find/Get/Ensure (a call that
+  // finds it first keeps it). Returns whether it was freed.
+  bool FreeIfUnused(absl::string_view id, absl::Time cutoff);
+
  private:
+  void TouchLocked(const Entry& entry) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+
   Clusters* const clusters_;
   const InformerRegistryOptions options_;
+  Clock* const clock_;
   // Serialises Ensure and Delete (which talk to discovery and build or stop informers) so that
   // two Ensures of one spec never both build; never held by readers. Taken before mu_.
   Mutex change_mu_;

@@ -460,6 +460,8 @@ void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::Informe
   state->set_synced(inf.HasSynced());
   info->set_namespaced(entry.namespaced);
   info->set_kind(entry.spec.kind());
+  info->set_last_used_unix_ms(absl::ToUnixMillis(entry.last_used()));
+  info->set_pinned(entry.pinned());
   const informer::ReflectorStatus status = inf.reflector_status();
   const auto [reflector, reflector_name] = ReflectorStateNames(status.state);
   state->set_reflector(reflector);

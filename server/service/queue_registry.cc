@@ -33,16 +33,17 @@ uint64_t NowNanos() { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()
 // ---- NamedQueue ----
 
 NamedQueue::NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-                       Clock* clock, Counter* expirations)
+                       Clock* clock, std::shared_ptr<Counter> expirations)
     : name_(spec.name()),
       clock_(clock),
       queue_(queue),
       adds_(std::make_shared<std::atomic<uint64_t>>(0)),
+      expirations_(std::move(expirations)),
       leases_(std::move(queue),
               {.queue_name = spec.name(),
                .clock = clock,
                .lease_timeout = absl::Milliseconds(spec.lease_timeout_ms()),
-               .expirations = expirations}),
+               .expirations = expirations_.get()}),
       spec_(std::move(spec)) {}
 
 NamedQueue::~NamedQueue() { Close(absl::CancelledError(absl::StrCat("queue ", name(), " closed"))); }
@@ -292,22 +293,24 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
                                                      .first_token = epoch_},
                                                     std::move(built.limiter));
   if (!queue.ok()) return queue.status();
-  Counter* expirations = nullptr;
+  std::shared_ptr<Counter> expirations;
   if (options_.metrics != nullptr) {
-    expirations = options_.metrics->GetCounter(
+    expirations = options_.metrics->SharedCounter(
         "informerd_work_lease_expirations_total",
         "Leases that expired without an outcome or heartbeat (the key was handed out again)",
         {{"name", built.spec.name()}});
   }
   std::shared_ptr<NamedQueue> named(
       new NamedQueue(built.spec, std::shared_ptr<workqueue::RateLimitingQueue>(std::move(*queue)),
-                     clock_, expirations));
+                     clock_, std::move(expirations)));
   auto bindings = Bind(built, named.get(), /*running=*/nullptr);
   if (!bindings.ok()) {
     named->Close(bindings.status());
+    RemoveMetricsLocked(built.spec.name());
     return bindings.status();
   }
   named->Start(*std::move(bindings));
+  named->Touch(clock_->Now());
   queues_.emplace(named->name(), named);
   return named;
 }
@@ -319,6 +322,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::Queu
   if (auto it = queues_.find(built->spec.name()); it != queues_.end()) {
     // Equal specs serialize equally (no maps, no unknown fields after our normalization).
     if (it->second->spec().SerializeAsString() == built->spec.SerializeAsString()) {
+      it->second->Touch(clock_->Now());
       return it->second;
     }
     return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_EXISTS_WITH_OTHER_SPEC,
@@ -342,6 +346,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
     return CreateLocked(*std::move(built));
   }
   std::shared_ptr<NamedQueue> named = it->second;
+  named->Touch(clock_->Now());
   if (named->spec().SerializeAsString() == built->spec.SerializeAsString()) return named;
   const v1::QueueSpec running = named->spec();
   auto bindings = Bind(*built, named.get(), &running);
@@ -354,6 +359,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view
   MutexLock lock(&mu_);
   auto it = queues_.find(name);
   if (it == queues_.end()) return QueueNotFound(name);
+  it->second->Touch(clock_->Now());
   return it->second;
 }
 
@@ -367,10 +373,38 @@ absl::Status QueueRegistry::Delete(absl::string_view name) {
     }
     q = std::move(it->second);
     queues_.erase(it);
+    // Under mu_: a queue of the same name created right after gets fresh series, not removed ones.
+    RemoveMetricsLocked(name);
   }
   q->Close(Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
                  absl::StrCat("queue ", name, " was deleted"), {{"queue", name}}));
   return absl::OkStatus();
+}
+
+bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
+  std::shared_ptr<NamedQueue> q;
+  {
+    MutexLock lock(&mu_);
+    auto it = queues_.find(name);
+    if (it == queues_.end()) return false;
+    const NamedQueue& named = *it->second;
+    if (named.pinned() || named.last_used() > cutoff || named.worker_count() > 0) return false;
+    q = std::move(it->second);
+    queues_.erase(it);
+    RemoveMetricsLocked(name);
+  }
+  q->Close(Error(absl::StatusCode::kNotFound, v1::QUEUE_NOT_FOUND,
+                 absl::StrCat("queue ", name, " was freed: unused since ",
+                              absl::FormatTime(q->last_used())),
+                 {{"queue", name}}));
+  return true;
+}
+
+void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {
+  if (options_.metrics == nullptr) return;
+  metrics_provider_->RemoveQueue(name);
+  options_.metrics->RemoveSeries("informerd_work_lease_expirations_total",
+                                 {{"name", std::string(name)}});
 }
 
 std::vector<std::shared_ptr<NamedQueue>> QueueRegistry::List() const {

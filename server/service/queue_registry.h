@@ -18,6 +18,11 @@
 // Update changes a running queue's sources, limiter, resync period and lease timeout in place:
 // waiting keys, delays, retry counts, held leases and their tokens are untouched.
 //
+// Use: Create, Update and Get (every call naming a queue, every Work stream's start) record the
+// time as the queue's last use; List does not. A queue is in use while a Work stream is attached.
+// NamedQueue::Pin marks one that is never freed for want of use (the config's); FreeIfUnused
+// closes one that is not (the IdleReaper).
+//
 // Tokens: every queue's tokens start after QueueRegistryOptions::epoch (the daemon's start time
 // in ns), so they keep increasing across daemon restarts (see work.proto's Started.epoch).
 //
@@ -99,6 +104,14 @@ class NamedQueue {
     return leases_.Attach(std::move(options), std::move(sink));
   }
 
+  // When the queue was last used (see the header comment), whether it is pinned.
+  absl::Time last_used() const { return absl::FromUnixNanos(last_used_unix_ns_.load()); }
+  void Touch(absl::Time now) { last_used_unix_ns_.store(absl::ToUnixNanos(now)); }
+  bool pinned() const { return pinned_.load(); }
+  void Pin() { pinned_.store(true); }
+  // Work streams attached.
+  size_t worker_count() const { return leases_.worker_count(); }
+
   // For tests: keys held by workers (exclusive of the dispatcher's hand-off in progress).
   size_t HeldByWorkers() const { return leases_.Held(); }
 
@@ -107,7 +120,7 @@ class NamedQueue {
   using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
   NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-             Clock* clock, Counter* expirations);
+             Clock* clock, std::shared_ptr<Counter> expirations);
   // Starts the dispatcher thread and the resync timer; takes the bindings.
   void Start(Bindings bindings);
   // Applies a new spec (already validated, its limiter and bindings built; a nullptr binding
@@ -127,6 +140,11 @@ class NamedQueue {
   // Counted here for QueueState (the Prometheus series count the same things).
   const std::shared_ptr<std::atomic<uint64_t>> adds_;
   std::atomic<uint64_t> retries_{0};
+  std::atomic<int64_t> last_used_unix_ns_{0};
+  std::atomic<bool> pinned_{false};
+  // informerd_work_lease_expirations_total{name}; shared so that it outlives its removal from
+  // /metrics while a stream still holds the queue. Declared before leases_, which counts into it.
+  const std::shared_ptr<Counter> expirations_;
   LeaseTable leases_;
 
   mutable Mutex mu_;
@@ -150,9 +168,14 @@ class QueueRegistry {
   absl::StatusOr<std::shared_ptr<NamedQueue>> Update(const v1::QueueSpec& spec, bool allow_missing);
   // NOT_FOUND naming the queue.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Get(absl::string_view name) const;
-  // Shuts the queue down without draining, unbinds its sources, ends its worker streams.
+  // Shuts the queue down without draining, unbinds its sources, ends its worker streams, removes
+  // its /metrics series.
   absl::Status Delete(absl::string_view name);
   std::vector<std::shared_ptr<NamedQueue>> List() const;
+  // Closes and forgets the queue (as Delete) if it is not pinned, was last used at or before
+  // `cutoff` and has no Work stream, checked atomically with Get/Create/Update. Its streams and
+  // callers then see NOT_FOUND (QUEUE_NOT_FOUND). Returns whether it was freed.
+  bool FreeIfUnused(absl::string_view name, absl::Time cutoff);
   // Graceful shutdown: every queue stops handing out keys; waits until in-flight keys are done or
   // `drain_deadline` passes; then ends every worker stream (UNAVAILABLE) and closes the queues.
   void ShutDownAll(absl::Duration drain_deadline);
@@ -174,6 +197,8 @@ class QueueRegistry {
                                             const v1::QueueSpec* running);
   absl::StatusOr<std::shared_ptr<NamedQueue>> CreateLocked(Built built)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the /metrics series of the queue `name` (workqueue_*, lease expirations).
+  void RemoveMetricsLocked(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const SourceLookups lookups_;
   const QueueRegistryOptions options_;

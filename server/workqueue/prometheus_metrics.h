@@ -5,6 +5,9 @@
 //   PrometheusMetricsProvider provider(&registry);
 //   auto queue = Queue::Create({.name = "pods", .metrics_provider = &provider}).value();
 //
+// A queue's series stay in /metrics until RemoveQueue(name) (QueueRegistry calls it when the queue
+// is deleted or freed); a queue still running after that keeps updating its own, unrendered series.
+//
 // Thread safety: the provider and the metrics it creates may be used from any thread.
 #ifndef INFORMERD_SERVER_WORKQUEUE_PROMETHEUS_METRICS_H_
 #define INFORMERD_SERVER_WORKQUEUE_PROMETHEUS_METRICS_H_
@@ -31,6 +34,9 @@ class PrometheusMetricsProvider final : public MetricsProvider {
   std::unique_ptr<SettableGaugeMetric> NewLongestRunningProcessorSecondsMetric(
       absl::string_view name) override;
   std::unique_ptr<CounterMetric> NewRetriesMetric(absl::string_view name) override;
+
+  // Removes every series of the queue `name` from the registry.
+  void RemoveQueue(absl::string_view name);
 
  private:
   MetricsRegistry* const registry_;

@@ -74,6 +74,10 @@ class QueueService final : public v1::Queues::CallbackService {
                                      const v1::ShutDownRequest* request,
                                      v1::ShutDownResponse* response) override;
 
+  // ShutDown calls with drain received and not yet answered (their Finish not yet returned);
+  // for tests, which wait on it.
+  size_t UnansweredDrains() const;
+
  private:
   struct PendingDrain {
     std::shared_ptr<NamedQueue> queue;
@@ -83,8 +87,9 @@ class QueueService final : public v1::Queues::CallbackService {
   void PollDrains();
 
   QueueRegistry* const queues_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<PendingDrain> drains_ ABSL_GUARDED_BY(mu_);
+  size_t unanswered_drains_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread poller_;
 };

@@ -21,6 +21,8 @@ extern "C" const char* __tsan_default_suppressions() {
          "race:libgrpc.so*\n"
          "race:libgpr.so*\n"
          "race:libgrpc++.so*\n"
+         // ... and so is its libupb (two of gRPC's timer threads copying its data).
+         "race:libupb.so*\n"
          // absl::Mutex (used inside gRPC) keeps its deadlock-detection graph in uninstrumented
          // libabsl too.
          "race:libabsl_graphcycles_internal.so*\n"

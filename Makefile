@@ -41,7 +41,8 @@ test-go:
 	  (cd $$m && go vet ./... && go test -count=1 ./...); \
 	done
 
-# client/'s libFuzzer targets (clang): briefly in `make test`, longer in `make fuzz`.
+# The libFuzzer targets (clang; client/'s parsers, server/service's requests): briefly in
+# `make test`, longer in `make fuzz`.
 test-fuzz:
 	FUZZ_SECONDS=$${FUZZ_SECONDS:-20} tools/fuzz
 

@@ -138,11 +138,13 @@ absl::StatusOr<PluginResult> RunPlugin(const RestConfig& config, absl::Duration 
   int open_fds = 2;
   bool timed_out = false;
   while (open_fds > 0) {
-    int64_t wait_ms = absl::ToInt64Milliseconds(deadline - absl::Now());
-    if (wait_ms <= 0) {
+    // Rounded up: a wait truncated to whole milliseconds would give up to 1 ms early.
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
       timed_out = true;
       break;
     }
+    const int64_t wait_ms = absl::ToInt64Milliseconds(absl::Ceil(left, absl::Milliseconds(1)));
     int n = poll(fds, 2, static_cast<int>(std::min<int64_t>(wait_ms, 1000)));
     if (n < 0 && errno != EINTR) break;
     for (int i = 0; i < 2; ++i) {

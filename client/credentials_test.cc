@@ -1,11 +1,17 @@
 #include "client/credentials.h"
 
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/clock.h"
 #include "client/read_file.h"
 #include "client/test_files.h"
@@ -200,14 +206,33 @@ TEST(CredentialsTest, ExecPluginFailuresAreClearErrors) {
 
 TEST(CredentialsTest, HungExecPluginIsKilledAtTheTimeout) {
   const std::string dir = MakeTempDir();
-  WriteFileOrDie(dir + "/hang", "#!/bin/sh\nexec sleep 30\n", 0755);
+  // The plugin says its pid (which `exec` keeps), then hangs far longer than the timeout.
+  WriteFileOrDie(dir + "/hang",
+                 absl::StrCat("#!/bin/sh\necho $$ > ", dir, "/pid.tmp && mv ", dir, "/pid.tmp ",
+                              dir, "/pid\nexec sleep 300\n"),
+                 0755);
   RestConfig config;
   config.exec = ExecConfig{.command = dir + "/hang",
                            .api_version = "client.authentication.k8s.io/v1"};
-  auto creds =
-      Credentials::Create(config, {.exec_timeout = absl::Milliseconds(200)}).value();
+  // Long enough for a shell to start on a loaded machine, short against the plugin's 300 s.
+  const absl::Duration timeout = absl::Seconds(2);
+  auto creds = Credentials::Create(config, {.exec_timeout = timeout}).value();
+  const absl::Time start = absl::Now();
   auto auth = creds->Get();
+  const absl::Duration took = absl::Now() - start;
   EXPECT_TRUE(absl::IsDeadlineExceeded(auth.status())) << auth.status();
+  // Get gave up at the timeout (not before, and not after waiting for the plugin to end) ...
+  EXPECT_GE(took, timeout);
+  EXPECT_LT(took, timeout + absl::Seconds(20));
+  // ... and the plugin is gone: killed and reaped by the time Get returned.
+  absl::StatusOr<std::string> pid_text = ReadFile(dir + "/pid");
+  ASSERT_TRUE(pid_text.ok()) << "the plugin did not start within " << timeout << ": "
+                             << pid_text.status();
+  pid_t pid = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(absl::StripAsciiWhitespace(*pid_text), &pid)) << *pid_text;
+  errno = 0;
+  EXPECT_EQ(kill(pid, 0), -1) << "plugin process " << pid << " still exists";
+  EXPECT_EQ(errno, ESRCH);
 }
 
 TEST(CredentialsTest, InteractiveOnlyPluginsAreRefused) {

@@ -1,6 +1,7 @@
 // A main for libFuzzer targets under Bazel (gcc, no libFuzzer): runs the target over every
 // file of the seed corpus directories given as arguments (relative to the runfiles), then over
-// deterministic mutations of them (truncations, bit flips, spliced pairs). It finds no new
+// deterministic mutations of them (truncations, bit flips, spliced pairs). `--flips=N` sets the
+// bit-flipped variants per seed (default 200; targets whose inputs are slow to run pass fewer). It finds no new
 // inputs — tools/fuzz does that — but keeps every seed and simple variants passing under
 // each sanitizer of `make test`.
 #include <dirent.h>
@@ -26,10 +27,15 @@ void Run(const std::string& input) {
 
 int main(int argc, char** argv) {
   std::vector<std::string> seeds;
+  int flip_variants = 200;
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
   for (int i = 1; i < argc; ++i) {
     std::string dir = argv[i];
+    if (dir.rfind("--flips=", 0) == 0) {
+      flip_variants = std::atoi(dir.c_str() + 8);
+      continue;
+    }
     if (srcdir != nullptr && workspace != nullptr) dir = std::string(srcdir) + "/" + workspace + "/" + dir;
     DIR* d = opendir(dir.c_str());
     if (d == nullptr) {
@@ -52,7 +58,7 @@ int main(int argc, char** argv) {
   for (const std::string& seed : seeds) {
     Run(seed);
     for (size_t cut = 0; cut < seed.size(); cut += 1 + seed.size() / 64) Run(seed.substr(0, cut));
-    for (int i = 0; i < 200 && !seed.empty(); ++i) {
+    for (int i = 0; i < flip_variants && !seed.empty(); ++i) {
       std::string m = seed;
       for (int flips = 1 + static_cast<int>(rng() % 4); flips > 0; --flips) {
         m[rng() % m.size()] ^= static_cast<char>(1u << (rng() % 8));

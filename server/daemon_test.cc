@@ -53,6 +53,32 @@ using Worker = ::informerd::testing::WorkStream;
 
 std::string ClusterConfig() { return ::informerd::testing::ClusterConfigYaml(); }
 
+// The workers Admin lists for `queue` (none if the call fails or there is no such queue).
+std::vector<v1::WorkerInfo> QueueWorkers(const std::shared_ptr<grpc::Channel>& channel,
+                                         const std::string& queue) {
+  auto admin = v1::Admin::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::ListQueuesResponse res;
+  if (!admin->ListQueues(&ctx, {}, &res).ok()) return {};
+  for (const v1::QueueDetails& q : res.queues()) {
+    if (q.queue().spec().name() == queue) return {q.workers().begin(), q.workers().end()};
+  }
+  return {};
+}
+
+// The state of `queue`, from Queues.GetQueue.
+absl::StatusOr<v1::QueueState> QueueStateOf(const std::shared_ptr<grpc::Channel>& channel,
+                                            const std::string& queue) {
+  auto queues = v1::Queues::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::GetQueueRequest req;
+  req.set_queue(queue);
+  v1::QueueInfo info;
+  grpc::Status s = queues->GetQueue(&ctx, req, &info);
+  if (!s.ok()) return absl::UnavailableError(s.error_message());
+  return info.state();
+}
+
 absl::Status Seed(const std::string& ns, int count) {
   return ::informerd::testing::SeedConfigMaps(ns, count);
 }
@@ -214,9 +240,27 @@ TEST(DaemonTest, KeysOfAKilledWorkerProcessAreRedelivered) {
     ASSERT_TRUE(line.ok()) << line.status();
     held.insert(std::string(absl::StrSplit(*line, ' ').begin()->data(), line->find(' ')));
   }
-  // Another worker gets nothing while the keys are held ...
+  // Another worker gets nothing while the keys are held: once the daemon shows its stream
+  // attached next to the holder of all three, a probe key added now goes to it, and only that.
   Worker other(d->channel.get(), "kill", 10);
   ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(Eventually([&] {
+    const std::vector<v1::WorkerInfo> workers = QueueWorkers(d->channel, "kill");
+    return workers.size() == 2 &&
+           std::any_of(workers.begin(), workers.end(),
+                       [](const v1::WorkerInfo& w) { return w.in_flight() == 3; });
+  }, absl::Seconds(20)));
+  {
+    grpc::ClientContext ctx;
+    v1::AddRequest req;
+    req.set_queue("kill");
+    req.add_keys("ns/probe");
+    v1::AddResponse res;
+    ASSERT_TRUE(queues->Add(&ctx, req, &res).ok());
+  }
+  const std::vector<v1::Lease> probe = other.Next();
+  ASSERT_EQ(probe.size(), 1u) << "a key went to a second worker while the first held it";
+  EXPECT_EQ(probe[0].key(), "ns/probe") << "a key went to a second worker while the first held it";
   std::atomic<bool> got_any{false};
   std::set<std::string> redelivered;
   std::thread reader([&] {
@@ -227,8 +271,6 @@ TEST(DaemonTest, KeysOfAKilledWorkerProcessAreRedelivered) {
       for (const v1::Lease& l : leases) redelivered.insert(l.key());
     }
   });
-  absl::SleepFor(absl::Milliseconds(500));
-  EXPECT_FALSE(got_any.load()) << "a key went to a second worker while the first held it";
   // ... and all of them once the holder is SIGKILLed.
   const absl::Time killed = absl::Now();
   (*holder)->Signal(SIGKILL);
@@ -263,8 +305,12 @@ TEST(DaemonTest, SigtermLetsInFlightKeysFinish) {
   ASSERT_EQ(first.size(), 1u);
   const absl::Time term = absl::Now();
   d->process->Signal(SIGTERM);
-  absl::SleepFor(absl::Milliseconds(500));
-  // Still running: the held key may be answered.
+  // The daemon has begun its graceful shutdown (the queue shuts down, the key still held) and
+  // is still running: the held key may be answered.
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<v1::QueueState> state = QueueStateOf(d->channel, "term");
+    return state.ok() && state->shutting_down() && state->in_flight() == 1;
+  }, absl::Seconds(20)));
   EXPECT_FALSE(d->process->Wait(absl::ZeroDuration()).ok());
   ASSERT_TRUE(worker.Answer(first, v1::Outcome::SUCCESS));
   // The second key is not handed out during shutdown; the stream ends and the daemon exits
@@ -694,8 +740,9 @@ queues:
   for (auto& t : waiting) t.join();
   std::printf("probe round p99: idle %s, with 50 calls waiting on hung API servers %s\n",
               absl::FormatDuration(P99(idle)).c_str(), absl::FormatDuration(P99(busy)).c_str());
-  // Within 2x (plus 2 ms for scheduling noise on a loaded 2-core machine).
-  EXPECT_LE(P99(busy), 2 * P99(idle) + absl::Milliseconds(2));
+  // Within 2x, plus 20 ms for scheduling noise when other tests load this 2-core machine (a
+  // callback thread blocked on an API server makes these calls wait seconds, or fail).
+  EXPECT_LE(P99(busy), 2 * P99(idle) + absl::Milliseconds(20));
   for (int i = 0; i < 50; ++i) {
     EXPECT_NE(results[i].error_code(), grpc::StatusCode::OK) << i;
     EXPECT_LT(took[i], kDeadline + absl::Seconds(2)) << i;

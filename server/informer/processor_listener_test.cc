@@ -3,8 +3,10 @@
 #include <atomic>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -145,19 +147,18 @@ TEST_F(ProcessorListenerTest, PopHandsOutAtMostMax) {
 TEST_F(ProcessorListenerTest, AHandlerRunsOnItsOwnThreadInOrder) {
   Mutex mu;
   std::vector<std::string> seen;
+  std::set<std::thread::id> threads;  // every thread a handler call ran on
+  auto record = [&](std::string what) {
+    MutexLock lock(&mu);
+    seen.push_back(std::move(what));
+    threads.insert(std::this_thread::get_id());
+  };
   auto handler = std::make_shared<ResourceEventHandlerFuncs>();
-  handler->add = [&](const ObjectPtr& o, bool) {
-    MutexLock lock(&mu);
-    seen.push_back(absl::StrCat("add ", o->name()));
-  };
+  handler->add = [&](const ObjectPtr& o, bool) { record(absl::StrCat("add ", o->name())); };
   handler->update = [&](const ObjectPtr&, const ObjectPtr& o) {
-    MutexLock lock(&mu);
-    seen.push_back(absl::StrCat("update ", o->name()));
+    record(absl::StrCat("update ", o->name()));
   };
-  handler->del = [&](const ObjectPtr& o, bool) {
-    MutexLock lock(&mu);
-    seen.push_back(absl::StrCat("delete ", o->name()));
-  };
+  handler->del = [&](const ObjectPtr& o, bool) { record(absl::StrCat("delete ", o->name())); };
   ProcessorListener l({.name = "h", .buffer_size = 100, .handler = handler}, &cache_,
                       [] { return true; });
   l.Start();
@@ -166,8 +167,14 @@ TEST_F(ProcessorListenerTest, AHandlerRunsOnItsOwnThreadInOrder) {
   l.Push(Delete(Cm("a", 3)));
   {
     MutexLock lock(&mu);
-    mu.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return seen.size() == 3; });
+    ASSERT_TRUE(mu.AwaitWithDeadline(
+        [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return seen.size() == 3; },
+        absl::Now() + absl::Seconds(60)))
+        << "seen: " << seen.size();
     EXPECT_THAT(seen, ElementsAre("add a", "update a", "delete a"));
+    // All three calls ran on one thread, the listener's, not on the thread that pushed.
+    EXPECT_EQ(threads.size(), 1u);
+    EXPECT_NE(*threads.begin(), std::this_thread::get_id());
   }
   l.Stop();
 }

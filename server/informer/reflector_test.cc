@@ -191,8 +191,12 @@ TEST_F(ReflectorTest, AQuietWatchClosedByTheServerIsResumedAtOnce) {
   Start();
   SyncAt({}, "1");
   clock_.Advance(absl::Minutes(2));  // longer than a very short watch, shorter than a stall
+  const absl::Time closed_at = clock_.Now();
   ASSERT_TRUE(lw_.CloseWatch(absl::OkStatus()));
+  // The next watch opens while the fake clock stands still: no backoff or timer in between.
   ASSERT_TRUE(lw_.WaitForOpenWatch(2));
+  EXPECT_EQ(clock_.Now(), closed_at);
+  EXPECT_EQ(Status().backoffs, 0u);
   EXPECT_EQ(lw_.watch_requests()[1].resource_version, "1");
   EXPECT_EQ(lw_.list_requests().size(), 1u);
   EXPECT_TRUE(Status().last_error.ok());

@@ -185,11 +185,18 @@ TEST_F(SharedInformerApiServerTest, TruncatedAndGarbledStreamsAreResumed) {
 TEST_F(SharedInformerApiServerTest, ClosedWatchesAreResumedAtOnce) {
   Start();
   for (int i = 0; i < 3; ++i) {
+    const ReflectorStatus before = Status();
     ASSERT_TRUE(CloseWatches().ok());
+    // A new watch starts without a backoff wait (a server-closed watch is not an error) ...
+    ASSERT_TRUE(Eventually([&] { return Status().watches_started > before.watches_started; }))
+        << "round " << i;
+    EXPECT_EQ(Status().backoffs, before.backoffs) << "round " << i;
+    // ... from where the last one ended: what changes next arrives without a relist.
     Churn(absl::StrCat(i));
     ExpectConverged();
   }
   EXPECT_EQ(Status().syncs, 1u);
+  EXPECT_EQ(Status().backoffs, 0u);
 }
 
 TEST_F(SharedInformerApiServerTest, ASlowDripStillConverges) {

@@ -80,6 +80,10 @@ void QueueService::PollDrains() {
     }
     // Answered outside the lock: Finish may run the call's completion inline.
     for (auto& [reactor, status] : answers) reactor->Finish(status);
+    if (!answers.empty()) {
+      MutexLock lock(&mu_);
+      unanswered_drains_ -= answers.size();
+    }
     if (stopping) return;
   }
 }
@@ -231,7 +235,13 @@ grpc::ServerUnaryReactor* QueueService::ShutDown(grpc::CallbackServerContext* co
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   MutexLock lock(&mu_);
   drains_.push_back({*std::move(q), context, reactor});
+  ++unanswered_drains_;
   return reactor;
+}
+
+size_t QueueService::UnansweredDrains() const {
+  MutexLock lock(&mu_);
+  return unanswered_drains_;
 }
 
 }  // namespace informerd::service

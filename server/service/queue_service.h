@@ -79,6 +79,10 @@ class QueueService final : public v1::Queues::CallbackService {
                                      const v1::ShutDownRequest* request,
                                      v1::ShutDownResponse* response) override;
 
+  // ShutDown calls with drain received and not yet answered (their Finish not yet returned);
+  // for tests, which wait on it.
+  size_t UnansweredDrains() const;
+
  private:
   struct PendingDrain {
     std::shared_ptr<NamedQueue> queue;
@@ -93,8 +97,9 @@ class QueueService final : public v1::Queues::CallbackService {
       std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change);
 
   QueueRegistry* const queues_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<PendingDrain> drains_ ABSL_GUARDED_BY(mu_);
+  size_t unanswered_drains_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread poller_;
   // Declared last, destroyed first: calls waiting for an API server end before the rest.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "base/eventually.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/service/queue_test_util.h"
@@ -121,11 +122,14 @@ TEST(QueueServiceTest, ShutDownWithDrainReturnsOnceHeldKeysAreDone) {
     v1::ShutDownResponse resp;
     return s.queues().ShutDown(&ctx, req, &resp);
   });
-  EXPECT_EQ(drained.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout)
+  // The drain is waiting in the server (not answered) while the key is held.
+  ASSERT_TRUE(Eventually([&] { return s.queue_service().UnansweredDrains() == 1; }));
+  EXPECT_EQ(drained.wait_for(std::chrono::seconds(0)), std::future_status::timeout)
       << "returned while a key was held";
   EXPECT_EQ(s.Add("q", {"ns/b"}).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
   EXPECT_TRUE(drained.get().ok());
+  EXPECT_TRUE(Eventually([&] { return s.queue_service().UnansweredDrains() == 0; }));
   EXPECT_TRUE(s.State("q").shutting_down());
   EXPECT_TRUE(w.Finish().ok()) << "an idle worker of a shut-down queue ends with OK";
 }
@@ -157,20 +161,25 @@ TEST(QueueServiceTest, ManyWaitingDrainsAreBoundedAndHonourTheirDeadline) {
   v1::ShutDownRequest req;
   req.set_queue("q");
   req.set_drain(true);
+  // Deadlines long enough for all of them to reach the server on a loaded machine.
   for (int i = 0; i < kDrains; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
-    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+    contexts.back()->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(3));
     s.queues().async()->ShutDown(contexts.back().get(), &req, &responses[i],
                                  [&, i](grpc::Status st) {
                                    statuses[i] = std::move(st);
                                    answered.fetch_add(1);
                                  });
   }
-  absl::SleepFor(absl::Milliseconds(200));
+  // Once every drain waits in the server (their key stays held, so they wait until their
+  // deadline), they hold no thread each ...
+  ASSERT_TRUE(Eventually([&] { return s.queue_service().UnansweredDrains() == kDrains; }))
+      << "waiting in the server: " << s.queue_service().UnansweredDrains();
   EXPECT_LT(ThreadCount(), threads_before + 20) << "a thread per waiting drain";
-  const absl::Time deadline = absl::Now() + absl::Seconds(60);
-  while (answered.load() < kDrains && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(10));
-  ASSERT_EQ(answered.load(), kDrains);
+  // ... and each is answered at its deadline (the server has answered them all, too).
+  ASSERT_TRUE(Eventually([&] {
+    return answered.load() == kDrains && s.queue_service().UnansweredDrains() == 0;
+  })) << "answered: " << answered.load();
   for (const grpc::Status& st : statuses) {  // the client's own deadline
     EXPECT_EQ(st.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << st.error_message();
   }

@@ -62,6 +62,7 @@ class QueueServer {
   QueueRegistry& registry() { return registry_; }
   v1::Queues::Stub& queues() { return *queues_stub_; }
   v1::Work::Stub& work() { return *work_stub_; }
+  QueueService& queue_service() { return queues_; }
 
   grpc::Status CreateQueue(const v1::QueueSpec& spec, v1::QueueInfo* info = nullptr) {
     grpc::ClientContext ctx;

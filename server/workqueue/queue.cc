@@ -327,6 +327,11 @@ size_t Queue::Processing() const {
   return processing_count_;
 }
 
+int Queue::ParkedGetters() const {
+  MutexLock lock(&mu_);
+  return parked_getters_;
+}
+
 void Queue::ShutDown() {
   MutexLock lock(&mu_);
   drain_ = false;

@@ -124,6 +124,9 @@ class Queue {
   size_t Len() const;
   // Number of keys being processed.
   size_t Processing() const;
+  // Number of Get/GetBatch callers blocked waiting for a key (tests wait for their getters to
+  // park before acting on them).
+  int ParkedGetters() const;
 
   void ShutDown();
   void ShutDownWithDrain();

@@ -1,11 +1,15 @@
 #include "server/workqueue/queue.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "base/eventually.h"
 #include "base/metrics.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -215,9 +219,19 @@ TEST(QueueTest, ShutDownWakesBlockedGettersAtOnce) {
       if (!q->Get().has_value()) ++saw_shutdown;
     });
   }
+  // Every getter is parked in Get (not still spinning, nor yet to start) ...
+  ASSERT_TRUE(Eventually([&] { return q->ParkedGetters() == 3; }));
+  const absl::Time shut_down = absl::Now();
   q->ShutDown();
+  // ... and that one ShutDown returns all of them, with no Add or timer after it: a wake-up
+  // takes microseconds, and 2 s is far more than a loaded 2-core machine under a sanitizer
+  // needs (a lost wake-up would leave a getter parked for ever).
+  EXPECT_TRUE(Eventually([&] { return saw_shutdown.load() == 3; }, absl::Seconds(2)))
+      << "woken: " << saw_shutdown.load();
+  EXPECT_LT(absl::Now() - shut_down, absl::Seconds(2));
+  if (saw_shutdown.load() != 3) std::abort();  // a getter still parked: joining would hang
   for (auto& t : getters) t.join();
-  EXPECT_EQ(saw_shutdown.load(), 3);
+  EXPECT_EQ(q->ParkedGetters(), 0);
 }
 
 TEST(QueueTest, KeysWaitingAtShutDownAreStillHandedOut) {

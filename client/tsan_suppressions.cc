@@ -27,6 +27,9 @@ extern "C" const char* __tsan_default_suppressions() {
          // runs gRPC's header-inlined Finish against a call object that uninstrumented libgrpc++
          // set up and synchronises with its own atomics, which TSan cannot see.
          "race:grpc::internal::CallbackUnaryHandler*ServerCallbackUnaryImpl::Finish\n"
+         // The client side likewise: a blocking call copies the status message that
+         // uninstrumented libgrpc wrote on its poller thread (many concurrent calls hit it).
+         "race:grpc::internal::CallOpClientRecvStatus::FinishOp\n"
          // absl::Mutex (used inside gRPC) keeps its deadlock-detection graph in uninstrumented
          // libabsl too.
          "race:libabsl_graphcycles_internal.so*\n"

@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run test test-cc test-sanitizers test-smoke test-go test-proto bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run test test-cc test-sanitizers test-smoke test-go test-proto test-python bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -17,7 +17,7 @@ bootstrap:
 run: bootstrap
 	@tools/run
 
-test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto
+test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto test-python
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -34,6 +34,10 @@ test-smoke:
 # The API: buf lint (proto/buf.yaml) and buf breaking against the API before issue 9 (e355eab).
 test-proto:
 	tools/check_proto
+
+# sdk/python: stubs in step with proto/, ruff, mypy --strict, a wheel, pytest on real processes.
+test-python:
+	tools/test_python
 
 test-go:
 	@set -e; for m in $(GO_MODULES); do \

@@ -1,0 +1,142 @@
+"""How the SDK reaches a daemon: connection options, the channel, deadlines, reconnect backoff."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import grpc
+import grpc.aio
+
+# The daemon lets clients ping every second at most; pings more often get the connection closed
+# ("too_many_pings"). 10 s notices a dead daemon quickly without coming near that limit.
+DEFAULT_KEEPALIVE_S = 10.0
+DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
+# List, Watch and Work responses are capped by bytes on the server (2 MiB by default), but one
+# object larger than the cap comes alone; receive what the daemon may send (64 MiB).
+DEFAULT_MAX_RECEIVE_BYTES = 64 << 20
+DEFAULT_TIMEOUT_S = 30.0
+
+
+def _read(value: bytes | str | Path | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    return Path(value).read_bytes()
+
+
+@dataclass(frozen=True)
+class ConnectionOptions:
+    """Where and how to connect.
+
+    ``target`` is a gRPC target: ``host:port`` or ``unix:///path``. With ``tls`` (implied by any
+    certificate option) the channel uses TLS, verifying the daemon against ``root_certificates``
+    (PEM bytes or a file path; the system roots when None); ``client_certificate`` and
+    ``client_key`` add mTLS. ``token`` is sent as ``authorization: Bearer <token>`` on every
+    call (``token_file`` is re-read on each connect, as projected service-account tokens rotate).
+    ``timeout_s`` is every unary call's deadline unless the call gives its own.
+    """
+
+    target: str = "127.0.0.1:7470"
+    tls: bool = False
+    root_certificates: bytes | str | Path | None = None
+    client_certificate: bytes | str | Path | None = None
+    client_key: bytes | str | Path | None = None
+    server_name: str | None = None
+    token: str | None = None
+    token_file: str | Path | None = None
+    keepalive_s: float = DEFAULT_KEEPALIVE_S
+    keepalive_timeout_s: float = DEFAULT_KEEPALIVE_TIMEOUT_S
+    max_receive_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+    max_send_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    extra_channel_options: Sequence[tuple[str, int | str]] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if not self.target:
+            raise ValueError("ConnectionOptions.target: empty (want host:port or unix:///path)")
+        if self.keepalive_s < 1.0:
+            raise ValueError(
+                f"ConnectionOptions.keepalive_s: {self.keepalive_s} is below the daemon's "
+                "minimum ping interval of 1 s"
+            )
+        if self.timeout_s <= 0:
+            raise ValueError(f"ConnectionOptions.timeout_s: {self.timeout_s} must be positive")
+        if (self.client_certificate is None) != (self.client_key is None):
+            raise ValueError(
+                "ConnectionOptions.client_certificate and client_key: give both or neither"
+            )
+
+    @property
+    def uses_tls(self) -> bool:
+        return self.tls or any(
+            v is not None
+            for v in (self.root_certificates, self.client_certificate, self.client_key)
+        )
+
+    def channel_options(self) -> list[tuple[str, int | str]]:
+        options: list[tuple[str, int | str]] = [
+            ("grpc.keepalive_time_ms", int(self.keepalive_s * 1000)),
+            ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_s * 1000)),
+            ("grpc.keepalive_permit_without_calls", 1),
+            ("grpc.http2.max_pings_without_data", 0),
+            ("grpc.max_receive_message_length", self.max_receive_bytes),
+            ("grpc.max_send_message_length", self.max_send_bytes),
+            # Reconnect quickly after a daemon restart; the SDK adds its own jittered backoff.
+            ("grpc.initial_reconnect_backoff_ms", 200),
+            ("grpc.max_reconnect_backoff_ms", 5000),
+        ]
+        if self.server_name:
+            options.append(("grpc.ssl_target_name_override", self.server_name))
+        options.extend(self.extra_channel_options)
+        return options
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        token = self.token
+        if self.token_file is not None:
+            token = Path(self.token_file).read_text().strip()
+        if token:
+            return (("authorization", f"Bearer {token}"),)
+        return ()
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=_read(self.root_certificates),
+            private_key=_read(self.client_key),
+            certificate_chain=_read(self.client_certificate),
+        )
+
+    def aio_channel(self) -> grpc.aio.Channel:
+        if self.uses_tls:
+            return grpc.aio.secure_channel(
+                self.target, self.credentials(), options=self.channel_options()
+            )
+        return grpc.aio.insecure_channel(self.target, options=self.channel_options())
+
+    def channel(self) -> grpc.Channel:
+        if self.uses_tls:
+            return grpc.secure_channel(
+                self.target, self.credentials(), options=self.channel_options()
+            )
+        return grpc.insecure_channel(self.target, options=self.channel_options())
+
+
+@dataclass
+class Backoff:
+    """Jittered exponential backoff for reconnects ("full jitter": uniform in [0, cap])."""
+
+    initial_s: float = 0.2
+    max_s: float = 10.0
+    multiplier: float = 2.0
+    _attempt: int = 0
+
+    def next(self) -> float:
+        cap = min(self.max_s, self.initial_s * (self.multiplier**self._attempt))
+        self._attempt += 1
+        return random.uniform(cap / 2, cap)
+
+    def reset(self) -> None:
+        self._attempt = 0

@@ -1,0 +1,281 @@
+"""Processes the test fixtures run: the daemon and the API servers, each stopped by its pid."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+_ENV = {
+    "informerd": ("INFORMERD_BIN", "bazel-bin/server/informerd"),
+    "fake-apiserver": ("INFORMERD_FAKE_APISERVER", "out/fake-apiserver"),
+    "kube-start": ("INFORMERD_KUBE_START", "testing/kube/start"),
+}
+
+
+def repo_root(start: Path | None = None) -> Path | None:
+    """The informerd repository containing ``start`` (default: the current directory)."""
+    here = (start or Path.cwd()).resolve()
+    for d in (here, *here.parents):
+        if (d / "WORKSPACE").exists() and (d / "server").is_dir() and (d / "sdk").is_dir():
+            return d
+    return None
+
+
+def find_binary(name: str) -> Path:
+    """The path of ``informerd``, ``fake-apiserver`` or ``kube-start`` (see the module doc)."""
+    env, relative = _ENV[name]
+    if os.environ.get(env):
+        path = Path(os.environ[env])
+    else:
+        root = repo_root() or repo_root(Path(__file__))
+        if root is None:
+            raise FileNotFoundError(f"{name}: set {env} (not inside an informerd checkout)")
+        path = root / relative
+    if not path.exists():
+        raise FileNotFoundError(f"{name}: {path} does not exist (set {env})")
+    return path
+
+
+def _wait_for_line(
+    path: Path, pattern: str, proc: subprocess.Popen[bytes], timeout_s: float
+) -> re.Match[str]:
+    deadline = time.monotonic() + timeout_s
+    regex = re.compile(pattern, re.M)
+    while time.monotonic() < deadline:
+        text = path.read_text(errors="replace") if path.exists() else ""
+        if m := regex.search(text):
+            return m
+        if proc.poll() is not None:
+            raise RuntimeError(f"exited with {proc.returncode} before printing /{pattern}/: {text}")
+        time.sleep(0.05)
+    raise TimeoutError(f"no /{pattern}/ within {timeout_s} s")
+
+
+class _Process:
+    proc: subprocess.Popen[bytes] | None = None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int | None:
+        """Signals the process and waits for it (SIGKILL after ``timeout_s``)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        self.proc.send_signal(sig)
+        try:
+            return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            return self.proc.wait()
+
+    def kill(self) -> None:
+        self.stop(signal.SIGKILL)
+
+
+class ApiServer(_Process):
+    """What the daemon needs of an API server: a kubeconfig file."""
+
+    kubeconfig: Path
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> ApiServer:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class FakeApiServer(ApiServer):
+    """testing/apiserver: a fast, faithful fake with seeding and fault injection."""
+
+    url: str
+
+    def __init__(self, workdir: Path, extra_args: Sequence[str] = ()) -> None:
+        self._dir = workdir
+        self.kubeconfig = workdir / "fake.kubeconfig"
+        out = workdir / "fake.out"
+        self._out: IO[bytes] = out.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                str(find_binary("fake-apiserver")),
+                "--addr",
+                "127.0.0.1:0",
+                "--kubeconfig-out",
+                str(self.kubeconfig),
+                *extra_args,
+            ],
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+        self.url = _wait_for_line(out, r"listening on (\S+)", self.proc, 30).group(1)
+
+    @classmethod
+    def start(cls, workdir: Path | None = None, extra_args: Sequence[str] = ()) -> FakeApiServer:
+        return cls(workdir or Path(tempfile.mkdtemp(prefix="informerd-fake-")), extra_args)
+
+    def control(self, path: str, body: object) -> object:
+        """POSTs JSON to the fake's control endpoint, e.g. ``control("/_fake/seed", {...})``."""
+        req = urllib.request.Request(
+            self.url + path,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            raw = resp.read()
+        return json.loads(raw) if raw.strip() else None
+
+    def seed(self, resource: str, namespace: str, count: int) -> None:
+        """Creates ``count`` objects named seed-NNNNNNN of a built-in resource."""
+        self.control("/_fake/seed", {"resource": resource, "namespace": namespace, "count": count})
+
+    def close(self) -> None:
+        super().close()
+        self._out.close()
+
+
+class KubeApiServer(ApiServer):
+    """A real kube-apiserver with embedded etcd (testing/kube), admin kubeconfig."""
+
+    def __init__(self, workdir: Path, timeout_s: float = 180) -> None:
+        self.kubeconfig = workdir / "kube.kubeconfig"
+        done = subprocess.run(
+            [
+                str(find_binary("kube-start")),
+                "--kubeconfig-out",
+                str(self.kubeconfig),
+                "--log",
+                str(workdir / "kube.log"),
+                "--timeout",
+                str(int(timeout_s)),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s + 600,  # a first build of the test server takes minutes
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"testing/kube/start failed: {done.stdout}{done.stderr}")
+        m = re.search(r"^pid: (\d+)$", done.stdout, re.M)
+        if not m:
+            raise RuntimeError(f"testing/kube/start printed no pid: {done.stdout}")
+        self.pid = int(m.group(1))
+        self.server = re.search(r"^server: (\S+)$", done.stdout, re.M)
+
+    @classmethod
+    def start(cls, workdir: Path | None = None) -> KubeApiServer:
+        return cls(workdir or Path(tempfile.mkdtemp(prefix="informerd-kube-")))
+
+    def close(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                os.kill(self.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.1)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Daemon(_Process):
+    """informerd against one cluster (``kubeconfig``), on a fixed port so that :meth:`restart`
+    brings it back at the same target."""
+
+    target: str
+    metrics_url: str
+
+    def __init__(
+        self,
+        workdir: Path,
+        kubeconfig: Path | None = None,
+        config_yaml: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> None:
+        self._dir = workdir
+        self._args = [str(find_binary("informerd"))]
+        if kubeconfig is not None:
+            self._args.append(f"--kubeconfig={kubeconfig}")
+        if config_yaml is not None:
+            (workdir / "informerd.yaml").write_text(config_yaml)
+            self._args.append(f"--config={workdir / 'informerd.yaml'}")
+        self.port = _free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self._args += [f"--listen={self.target}", "--metrics-listen=127.0.0.1:0", *extra_args]
+        self.starts = 0
+        self._launch()
+
+    @classmethod
+    def start(
+        cls,
+        kubeconfig: Path | None = None,
+        workdir: Path | None = None,
+        config_yaml: str | None = None,
+        extra_args: Sequence[str] = (),
+    ) -> Daemon:
+        return cls(
+            workdir or Path(tempfile.mkdtemp(prefix="informerd-")),
+            kubeconfig,
+            config_yaml,
+            extra_args,
+        )
+
+    def _launch(self) -> None:
+        self.starts += 1
+        out = self._dir / f"informerd.{self.starts}.out"
+        self.log = self._dir / f"informerd.{self.starts}.log"
+        with out.open("wb") as o, self.log.open("wb") as e:
+            self.proc = subprocess.Popen(self._args, stdout=o, stderr=e)
+        try:
+            m = _wait_for_line(out, r"^metrics: (\S+)$", self.proc, 60)
+        except Exception as ex:
+            raise RuntimeError(
+                f"informerd did not start: {ex}; log: {self.log.read_text()}"
+            ) from ex
+        self.metrics_url = m.group(1)
+        if not self.metrics_url.startswith("http"):
+            self.metrics_url = "http://" + self.metrics_url
+
+    def restart(self, sig: int = signal.SIGTERM) -> None:
+        """Stops the daemon (with ``sig``) and starts it again on the same port."""
+        self.stop(sig)
+        self._launch()
+
+    def close(self) -> None:
+        self.stop()
+
+    def __enter__(self) -> Daemon:
+        return self
+
+    def __exit__(
+        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def cleanup_dir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

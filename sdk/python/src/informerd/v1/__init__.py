@@ -1,0 +1,1 @@
+"""informerd.v1 generated from proto/informerd/v1 (sdk/python/tools/gen_stubs.py)."""

@@ -7,7 +7,7 @@ import time
 import pytest
 
 import informerd
-from informerd.testing import Daemon
+from informerd.testing import Daemon, FakeApiServer
 from informerd.v1 import informers_pb2
 
 
@@ -64,3 +64,20 @@ def test_connection_options_reject_bad_values_naming_them() -> None:
         informerd.ConnectionOptions(client_certificate=b"x")
     with pytest.raises(ValueError, match="target"):
         informerd.ConnectionOptions(target="")
+
+
+async def test_an_informer_is_ensured_synced_and_read(
+    informerd_client: informerd.Client, fake_apiserver: FakeApiServer
+) -> None:
+    fake_apiserver.seed("configmaps", "client-read", 3)
+    cms = await informerd_client.informers.ensure("v1", "ConfigMap", namespace="client-read")
+    again = await informerd_client.informers.ensure("v1", "ConfigMap", namespace="client-read")
+    assert again.id == cms.id
+    info = await cms.wait_for_sync(timeout_s=30)
+    assert info.state.synced
+    assert info.state.objects == 3
+    obj = await cms.get("client-read/seed-0000001")
+    assert obj is not None
+    assert obj.name == "seed-0000001"
+    assert obj.body["metadata"]["namespace"] == "client-read"
+    assert await cms.get("client-read/absent") is None

@@ -47,7 +47,13 @@ import grpc
 import grpc.aio
 
 from informerd.connection import Backoff
-from informerd.errors import InformerdError, InvalidArgument, NotFound, Unavailable, from_rpc_error
+from informerd.errors import (
+    InformerdError,
+    NotFound,
+    Unavailable,
+    from_rpc_error,
+    invalid_field,
+)
 from informerd.objects import KubeObject
 from informerd.v1 import informers_pb2, objects_pb2
 
@@ -98,20 +104,10 @@ _MAX_BATCH_BYTES = 64 << 20
 _UINT32_MAX = (1 << 32) - 1
 
 
-def _invalid(name: str, problem: str) -> InvalidArgument:
-    """The error for a bad argument, as the daemon reports a bad field."""
-    return InvalidArgument(
-        f"{name}: {problem}",
-        code=grpc.StatusCode.INVALID_ARGUMENT,
-        reason="INVALID_FIELD",
-        field=name,
-    )
-
-
 def _count(name: str, value: int, maximum: int = _UINT32_MAX) -> int:
     """``value`` if it is an int in [0, maximum]; else InvalidArgument naming the argument."""
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= maximum:
-        raise _invalid(
+        raise invalid_field(
             name, f"{value!r} is not an integer in [0, {maximum}] (0 means the server's default)"
         )
     return value
@@ -473,7 +469,7 @@ class Informer:
                 or not all(isinstance(part, str) for part in index)
                 or not index[0]
             ):
-                raise _invalid(
+                raise invalid_field(
                     "index", f"{index!r} is not a pair (index name, value) with a non-empty name"
                 )
             request.index_name, request.index_value = index

@@ -7,6 +7,7 @@ call raises; :mod:`informerd.testing` starts real daemons and API servers for te
 handlers; :mod:`informerd.sync` is the blocking facade for scripts and notebooks.
 """
 
+from informerd import sync
 from informerd.client import Client
 from informerd.connection import Backoff, ConnectionOptions
 from informerd.errors import (
@@ -75,5 +76,6 @@ __all__ = [
     "label_index",
     "label_matcher",
     "owner_index",
+    "sync",
     "transform",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 from dataclasses import dataclass, field
 
 import pytest
@@ -177,17 +178,21 @@ async def test_a_store_that_falls_behind_converges_through_resnapshot(
         )
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL], ids=["sigterm", "sigkill"])
 async def test_a_store_converges_across_a_daemon_restart(
-    informerd_daemon: Daemon, informerd_client: informerd.Client, fake_apiserver: FakeApiServer
+    sig: signal.Signals,
+    informerd_daemon: Daemon,
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
 ) -> None:
-    ns = "store-restart"
+    ns = f"store-restart-{sig.name.lower()}"
     fake_apiserver.seed("configmaps", ns, 10)
     cms = await ensure_synced(informerd_client, ns)
     recorder = Recorder()
     async with Store(cms, **recorder.handlers()) as store:  # type: ignore[arg-type]
         await store.wait_synced(timeout_s=HANG_S)
         assert len(store) == 10
-        await asyncio.to_thread(informerd_daemon.stop)
+        await asyncio.to_thread(informerd_daemon.stop, sig)
         # While the daemon is down: two deleted, one changed, one created.
         fake_apiserver.delete_configmap(ns, "seed-0000003")
         fake_apiserver.delete_configmap(ns, "seed-0000007")
@@ -209,6 +214,40 @@ async def test_a_store_converges_across_a_daemon_restart(
         changed = store.get(f"{ns}/seed-0000001")
         assert changed is not None
         assert changed.body["data"] == {"changed": "yes"}
+
+
+async def test_a_deletion_the_daemon_missed_reaches_the_store_as_a_tombstone(
+    informerd_client: informerd.Client, fake_apiserver: FakeApiServer
+) -> None:
+    ns = "store-tombstone"
+    fake_apiserver.seed("configmaps", ns, 3)
+    cms = await ensure_synced(informerd_client, ns)
+    recorder = Recorder()
+    scope = {"resource": "configmaps", "namespace": ns}
+
+    def armed() -> list[object]:
+        faults = fake_apiserver.request("GET", "/_fake/faults")
+        return [f for f in faults or [] if isinstance(f, dict) and f.get("namespace") == ns]
+
+    async with Store(cms, **recorder.handlers()) as store:  # type: ignore[arg-type]
+        await store.wait_synced(timeout_s=HANG_S)
+        # The daemon's current watch of the namespace is ended; its next one sees nothing for
+        # 10 s (a long margin for the two requests below), then ends.
+        fake_apiserver.control(
+            "/_fake/faults", {"type": "stall", "verb": "watch", "durationMs": 10000, **scope}
+        )
+        fake_apiserver.control("/_fake/faults", {"type": "close-watches", **scope})
+        await eventually(lambda: not armed(), what="the daemon watches again (stalled)")
+        # A deletion the stalled watch misses; the watch after it is answered 410 Gone, so the
+        # daemon relists and finds the object gone: a tombstone.
+        fake_apiserver.delete_configmap(ns, "seed-0000001")
+        fake_apiserver.control("/_fake/faults", {"type": "gone", "verb": "watch", **scope})
+        await eventually(
+            lambda: f"{ns}/seed-0000001" not in store, what="the Store lost the deleted object"
+        )
+        assert await converged(store, cms, recorder)
+    assert ("delete", f"{ns}/seed-0000001", True) in recorder.calls
+    assert store.keys() == [f"{ns}/seed-0000000", f"{ns}/seed-0000002"]
 
 
 async def test_a_store_whose_informer_is_deleted_reports_the_error(

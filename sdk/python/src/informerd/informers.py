@@ -50,6 +50,7 @@ from informerd.connection import Backoff
 from informerd.errors import (
     InformerdError,
     NotFound,
+    Timeout,
     Unavailable,
     from_rpc_error,
     invalid_field,
@@ -335,7 +336,9 @@ class Watch(_Stream[WatchEvent]):
             if resp is _EOF:
                 self._call = None
                 await self._broke(
-                    Unavailable("the daemon ended the Watch stream", code=grpc.StatusCode.OK)
+                    Unavailable(
+                        "the daemon ended the Watch stream", code=grpc.StatusCode.UNAVAILABLE
+                    )
                 )
                 continue
             assert isinstance(resp, informers_pb2.WatchResponse)
@@ -362,7 +365,12 @@ class Watch(_Stream[WatchEvent]):
             return
         informer_gone = isinstance(error, NotFound) and error.reason == "INFORMER_NOT_FOUND"
         retryable = isinstance(error, Unavailable) and error.reason != "INFORMER_DELETED"
-        if not self._reconnect or not (retryable or informer_gone):
+        client = self._informer._client
+        if (
+            not self._reconnect
+            or not (retryable or informer_gone)
+            or (informer_gone and (self._reensured or not client.remembers_informer(self._id)))
+        ):
             raise error
         if self._delivered:
             self._delivered = False
@@ -370,16 +378,14 @@ class Watch(_Stream[WatchEvent]):
             self._pending.append(Reconnecting(error))
             _log.info("informer %s: the Watch stream broke (%s); watching again", self._id, error)
         if informer_gone:
-            if self._reensured:
-                raise error
+            # The daemon restarted (or freed the informer): ensure it again, same spec, same id.
             self._reensured = True
             try:
-                await self._informer._client.reensure()
-            except Unavailable as e:
+                await client.reensure()
+                return
+            except (Unavailable, Timeout) as e:
                 _log.info("informer %s: re-ensuring failed (%s); retrying", self._id, e)
                 self._reensured = False
-                self._wait_s = self._backoff.next()
-            return
         self._wait_s = self._backoff.next()
 
     @property

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -42,8 +43,15 @@ class Recorder:
         del self.mirror[obj.key]
         self.calls.append(("delete", obj.key, tombstone))
 
-    def handlers(self) -> dict[str, object]:
-        return {"on_add": self.on_add, "on_update": self.on_update, "on_delete": self.on_delete}
+    def store(self, informer: Informer, **options: Any) -> Store:
+        """A Store of ``informer`` that tells this recorder."""
+        return Store(
+            informer,
+            on_add=self.on_add,
+            on_update=self.on_update,
+            on_delete=self.on_delete,
+            **options,
+        )
 
 
 def versions(store: Store) -> dict[str, str]:
@@ -81,13 +89,12 @@ async def test_a_store_mirrors_reads_indexes_and_tells_its_handlers(
     fake_apiserver.put_configmap(ns, "c", {"node": "n1"}, {"app": "db"})
     cms = await ensure_synced(informerd_client, ns)
     recorder = Recorder()
-    async with Store(
+    async with recorder.store(
         cms,
         indexers={
             "by_node": lambda o: [o.body["data"].get("node", "")],
             "by_app": lambda o: [o.labels.get("app", "")],
         },
-        **recorder.handlers(),  # type: ignore[arg-type]
     ) as store:
         await store.wait_synced(timeout_s=HANG_S)
         assert store.synced
@@ -141,12 +148,11 @@ async def test_a_store_that_falls_behind_converges_through_resnapshot(
     fake_apiserver.seed("configmaps", ns, 50, object_bytes=4 << 10)
     cms = await ensure_synced(informerd_client, ns)
     recorder = Recorder()
-    async with Store(
+    async with recorder.store(
         cms,
         buffer_size=1,
         max_batch=1,
         indexers={"bucket": lambda o: [o.labels.get(SEED_BUCKET, "")]},
-        **recorder.handlers(),  # type: ignore[arg-type]
     ) as store:
         await store.wait_synced(timeout_s=HANG_S)
         # The churn answers when done and blocks this event loop meanwhile: the Store reads
@@ -189,7 +195,7 @@ async def test_a_store_converges_across_a_daemon_restart(
     fake_apiserver.seed("configmaps", ns, 10)
     cms = await ensure_synced(informerd_client, ns)
     recorder = Recorder()
-    async with Store(cms, **recorder.handlers()) as store:  # type: ignore[arg-type]
+    async with recorder.store(cms) as store:
         await store.wait_synced(timeout_s=HANG_S)
         assert len(store) == 10
         await asyncio.to_thread(informerd_daemon.stop, sig)
@@ -216,6 +222,31 @@ async def test_a_store_converges_across_a_daemon_restart(
         assert changed.body["data"] == {"changed": "yes"}
 
 
+async def test_a_stopped_store_started_again_catches_up(
+    informerd_client: informerd.Client, fake_apiserver: FakeApiServer
+) -> None:
+    ns = "store-stop-start"
+    fake_apiserver.seed("configmaps", ns, 3)
+    cms = await ensure_synced(informerd_client, ns)
+    recorder = Recorder()
+    store = recorder.store(cms)
+    await store.start()
+    await store.wait_synced(timeout_s=HANG_S)
+    await store.stop()
+    fake_apiserver.delete_configmap(ns, "seed-0000000")
+    fake_apiserver.put_configmap(ns, "new", {"v": "1"})
+    await eventually(lambda: _holds(cms, "new"), what="the daemon's cache has the new object")
+    assert len(store) == 3  # stopped: it still shows what it had
+    async with store:
+        await eventually(lambda: converged(store, cms, recorder), what="the Store caught up")
+    assert ("delete", f"{ns}/seed-0000000", True) in recorder.calls
+    assert ("add", f"{ns}/new", True) in recorder.calls
+
+
+async def _holds(informer: Informer, name: str) -> bool:
+    return await informer.get(f"{informer.spec.namespace}/{name}") is not None
+
+
 async def test_a_deletion_the_daemon_missed_reaches_the_store_as_a_tombstone(
     informerd_client: informerd.Client, fake_apiserver: FakeApiServer
 ) -> None:
@@ -229,7 +260,7 @@ async def test_a_deletion_the_daemon_missed_reaches_the_store_as_a_tombstone(
         faults = fake_apiserver.request("GET", "/_fake/faults")
         return [f for f in faults or [] if isinstance(f, dict) and f.get("namespace") == ns]
 
-    async with Store(cms, **recorder.handlers()) as store:  # type: ignore[arg-type]
+    async with recorder.store(cms) as store:
         await store.wait_synced(timeout_s=HANG_S)
         # The daemon's current watch of the namespace is ended; its next one sees nothing for
         # 10 s (a long margin for the two requests below), then ends.

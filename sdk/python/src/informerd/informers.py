@@ -315,6 +315,7 @@ class Watch(_Stream[WatchEvent]):
         """How many times the stream broke and was opened again."""
 
     async def close(self) -> None:
+        self._pending.clear()
         self._woken.set()
         await super().close()
 
@@ -532,10 +533,12 @@ class Informer:
         backoff: Backoff | None = None,
     ) -> Watch:
         """The informer's events: the current objects as :class:`Added` (``initial``), then
-        :class:`Synced`, then every change in order. ``buffer_size`` is how many events the
-        daemon keeps for this subscriber before it re-snapshots (:class:`Resnapshot`; 0: 4096),
-        ``max_batch`` / ``max_batch_bytes`` bound each response (0: 256 events, 2 MiB);
-        ``include_old_object`` fills :attr:`Updated.old_object`.
+        :class:`Synced`, then every change — each key's changes in order (across keys, in the
+        order each key first had a change pending, as client-go's DeltaFIFO hands them out).
+        ``buffer_size`` is how many events the daemon keeps for this subscriber before it
+        re-snapshots (:class:`Resnapshot`; 0: 4096), ``max_batch`` / ``max_batch_bytes`` bound
+        each response (0: 256 events, 2 MiB), ``include_old_object`` fills
+        :attr:`Updated.old_object`.
 
         With ``reconnect`` (the default) the stream is opened again after a retryable failure,
         announced by :class:`Reconnecting` (see the module doc); ``backoff`` spaces the

@@ -173,10 +173,15 @@ class Store:
     # Lifecycle.
 
     async def start(self) -> None:
-        """Starts mirroring (returns at once; see :meth:`wait_synced`). Starting twice is an
-        error."""
+        """Starts mirroring (returns at once; see :meth:`wait_synced`). Starting a running
+        Store is an error; a stopped one may be started again."""
         if self._task is not None:
-            raise RuntimeError("Store.start: already started")
+            raise RuntimeError("Store.start: already running")
+        self._ended.clear()
+        self._error = None
+        if self._items:
+            # Started again after stop(): the new stream's initial objects replace the contents.
+            self._relisted = set()
         self._watch = self._open_watch()
         self._task = asyncio.create_task(self._run(self._watch), name=f"store {self.informer.id}")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterator
 
@@ -146,3 +147,20 @@ def test_a_closed_client_refuses_calls(informerd_daemon: Daemon) -> None:
     c.close()  # closing twice is fine
     with pytest.raises(RuntimeError, match="closed"):
         admin.clusters()
+
+
+def test_a_dropped_watch_iterator_cancels_its_stream(
+    client: informerd.sync.Client, fake_apiserver: FakeApiServer
+) -> None:
+    fake_apiserver.seed("configmaps", "sync-dropped", 1)
+    cms = client.informers.ensure("v1", "ConfigMap", namespace="sync-dropped")
+    cms.wait_for_sync(timeout_s=HANG_S)
+    events = cms.watch()
+    assert isinstance(next(events), informerd.Added)
+    wait_until(lambda: cms.refresh().state.subscribers == 1, what="the daemon sees the Watch")
+    del events
+    gc.collect()
+    wait_until(
+        lambda: cms.refresh().state.subscribers == 0,
+        what="the daemon saw the dropped Watch stream end",
+    )

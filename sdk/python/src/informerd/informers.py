@@ -21,14 +21,15 @@ same id across daemon restarts.
 **Watch streams reconnect by themselves.** When a Watch stream breaks for a retryable reason
 (UNAVAILABLE: the daemon restarted or the network failed), :class:`Watch` yields one
 :class:`Reconnecting` event naming the cause, waits with jittered backoff (:class:`Backoff`),
-re-ensures the client's informers when the daemon no longer knows this one (``Client.reensure``:
-its id is stable for an equal spec) and watches again. The new stream starts over like the first:
-the daemon's current objects as :class:`Added` with ``initial``, then :class:`Synced`, then
-changes. So a consumer tells a restart by :class:`Reconnecting` (or, equivalently, by initial
-``Added`` events after a ``Synced``); a key it saw before ``Reconnecting`` that is not among the
-new initial objects was deleted meanwhile (:class:`informerd.Store` handles this). The informer's
-deletion (INFORMER_DELETED), an unknown informer that re-ensuring does not bring back, and every
-other error end the iteration by raising it.
+re-ensures the client's informers when the daemon no longer knows this one (``Client.reensure``,
+if this client ensured it: its id is stable for an equal spec) and watches again. The new stream
+starts over like the first: the daemon's current objects as :class:`Added` with ``initial``,
+then :class:`Synced`, then changes. So a consumer tells a restart by :class:`Reconnecting` (or,
+equivalently, by initial ``Added`` events after a ``Synced``); a key it saw before
+``Reconnecting`` that is not among the new initial objects was deleted meanwhile
+(:class:`informerd.Store` handles this). The informer's deletion (INFORMER_DELETED), an unknown
+informer that re-ensuring does not bring back, and every other error end the iteration by
+raising it.
 """
 
 from __future__ import annotations

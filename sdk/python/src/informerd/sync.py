@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import threading
 from collections.abc import Callable, Coroutine, Iterator
@@ -208,7 +209,13 @@ class SyncIterator(Proxy):
             return
         # Scheduled rather than awaited: this may be called while another thread waits in
         # next() or from a finalizer.
-        asyncio.run_coroutine_threadsafe(close(), self._loop.loop)
+        with contextlib.suppress(RuntimeError):  # the loop stopped meanwhile
+            asyncio.run_coroutine_threadsafe(close(), self._loop.loop)
+
+    def __del__(self) -> None:
+        # An iterator dropped unclosed (``for e in cms.watch(): break``): its stream is
+        # cancelled on the loop's thread, where it lives.
+        self.close()
 
 
 class Client(Proxy):

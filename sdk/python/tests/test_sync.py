@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -20,6 +21,16 @@ HANG_S = 60.0
 def client(informerd_daemon: Daemon) -> Iterator[informerd.sync.Client]:
     with informerd.sync.Client.connect(informerd_daemon.target, timeout_s=20) as c:
         yield c
+
+
+def seeded_informer(
+    client: informerd.sync.Client, fake: FakeApiServer, namespace: str, count: int
+) -> Any:
+    """A synced ConfigMap informer of ``namespace`` with ``count`` seeded objects."""
+    fake.seed("configmaps", namespace, count)
+    cms = client.informers.ensure("v1", "ConfigMap", namespace=namespace)
+    cms.wait_for_sync(timeout_s=HANG_S)
+    return cms
 
 
 def test_informer_calls_block_and_return_the_asyncio_apis_results(
@@ -59,9 +70,7 @@ def test_errors_come_through_as_the_sdks_exceptions(client: informerd.sync.Clien
 def test_a_watch_is_a_blocking_iterator_that_close_ends_from_another_thread(
     client: informerd.sync.Client, fake_apiserver: FakeApiServer
 ) -> None:
-    fake_apiserver.seed("configmaps", "sync-watch", 2)
-    cms = client.informers.ensure("v1", "ConfigMap", namespace="sync-watch")
-    cms.wait_for_sync(timeout_s=HANG_S)
+    cms = seeded_informer(client, fake_apiserver, "sync-watch", 2)
     events = cms.watch()
     seen = []
     for event in events:
@@ -152,9 +161,7 @@ def test_a_closed_client_refuses_calls(informerd_daemon: Daemon) -> None:
 def test_a_dropped_watch_iterator_cancels_its_stream(
     client: informerd.sync.Client, fake_apiserver: FakeApiServer
 ) -> None:
-    fake_apiserver.seed("configmaps", "sync-dropped", 1)
-    cms = client.informers.ensure("v1", "ConfigMap", namespace="sync-dropped")
-    cms.wait_for_sync(timeout_s=HANG_S)
+    cms = seeded_informer(client, fake_apiserver, "sync-dropped", 1)
     events = cms.watch()
     assert isinstance(next(events), informerd.Added)
     wait_until(lambda: cms.refresh().state.subscribers == 1, what="the daemon sees the Watch")

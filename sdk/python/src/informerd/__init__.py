@@ -2,8 +2,12 @@
 
 The asyncio :class:`Client` reaches a daemon; :mod:`informerd.errors` holds the exceptions every
 call raises; :mod:`informerd.testing` starts real daemons and API servers for tests.
+:class:`Informer` reads a daemon's cache (``get``, ``list``) and streams its events (``watch``:
+:data:`WatchEvent`); :class:`Store` mirrors one informer locally, with indexes and event
+handlers; :mod:`informerd.sync` is the blocking facade for scripts and notebooks.
 """
 
+from informerd import sync
 from informerd.client import Client
 from informerd.connection import Backoff, ConnectionOptions
 from informerd.errors import (
@@ -19,20 +23,59 @@ from informerd.errors import (
     Timeout,
     Unavailable,
 )
+from informerd.informers import (
+    Added,
+    Deleted,
+    EventType,
+    Informer,
+    ObjectList,
+    Reconnecting,
+    Resnapshot,
+    Synced,
+    Updated,
+    Watch,
+    WatchEvent,
+    field_index,
+    label_index,
+    owner_index,
+    transform,
+)
+from informerd.labels import label_matcher
+from informerd.objects import KubeObject
+from informerd.store import Store
 
 __all__ = [
+    "Added",
     "Backoff",
     "Cancelled",
     "Client",
     "Conflict",
     "ConnectionOptions",
+    "Deleted",
+    "EventType",
     "FailedPrecondition",
+    "Informer",
     "InformerdError",
     "Internal",
     "InvalidArgument",
+    "KubeObject",
     "NotFound",
+    "ObjectList",
     "PermissionDenied",
+    "Reconnecting",
+    "Resnapshot",
     "ResourceExhausted",
+    "Store",
+    "Synced",
     "Timeout",
     "Unavailable",
+    "Updated",
+    "Watch",
+    "WatchEvent",
+    "field_index",
+    "label_index",
+    "label_matcher",
+    "owner_index",
+    "sync",
+    "transform",
 ]

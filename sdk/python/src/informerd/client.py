@@ -109,6 +109,10 @@ class Client:
     def remember_informer(self, informer_id: str, spec: informers_pb2.InformerSpec) -> None:
         self._informer_specs[informer_id] = spec
 
+    def remembers_informer(self, informer_id: str) -> bool:
+        """This client ensured the informer (so :meth:`reensure` brings it back)."""
+        return informer_id in self._informer_specs
+
     def forget_informer(self, informer_id: str) -> None:
         self._informer_specs.pop(informer_id, None)
 

@@ -98,6 +98,17 @@ class Internal(InformerdError):
     """A bug or an unexpected failure in the daemon or the SDK."""
 
 
+def invalid_field(field: str, problem: str) -> InvalidArgument:
+    """The error for a bad argument the SDK notices itself, shaped as the daemon reports a bad
+    request field (INVALID_ARGUMENT, reason INVALID_FIELD, ``field``)."""
+    return InvalidArgument(
+        f"{field}: {problem}",
+        code=grpc.StatusCode.INVALID_ARGUMENT,
+        reason="INVALID_FIELD",
+        field=field,
+    )
+
+
 _BY_CODE: dict[grpc.StatusCode, type[InformerdError]] = {
     grpc.StatusCode.INVALID_ARGUMENT: InvalidArgument,
     grpc.StatusCode.OUT_OF_RANGE: InvalidArgument,

@@ -20,8 +20,21 @@ class KubeObject:
 
     def __init__(self, proto: objects_pb2.Object) -> None:
         self.raw: bytes = proto.json
-        self.metadata: objects_pb2.ObjectMeta = proto.metadata
+        # A copy, not proto.metadata: a sub-message shares its response's memory (protobuf's
+        # arena), so keeping it would keep the whole batch (up to 64 MiB) alive for one object.
+        self.metadata: objects_pb2.ObjectMeta = objects_pb2.ObjectMeta()
+        self.metadata.CopyFrom(proto.metadata)
         self._body: dict[str, Any] | None = None
+
+    def copy(self) -> KubeObject:
+        """Another wrapper of the same bytes and metadata whose body is not parsed yet: what a
+        cache hands out, so that a reader's parse (and any change to ``body``) stays with the
+        reader and the cache keeps only the bytes. Treat ``metadata`` as read-only."""
+        other = KubeObject.__new__(KubeObject)
+        other.raw = self.raw
+        other.metadata = self.metadata
+        other._body = None
+        return other
 
     @property
     def body(self) -> dict[str, Any]:

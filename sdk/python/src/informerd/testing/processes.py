@@ -12,11 +12,12 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 _ENV = {
     "informerd": ("INFORMERD_BIN", "bazel-bin/server/informerd"),
@@ -127,21 +128,65 @@ class FakeApiServer(ApiServer):
     def start(cls, workdir: Path | None = None, extra_args: Sequence[str] = ()) -> FakeApiServer:
         return cls(workdir or Path(tempfile.mkdtemp(prefix="informerd-fake-")), extra_args)
 
-    def control(self, path: str, body: object) -> object:
-        """POSTs JSON to the fake's control endpoint, e.g. ``control("/_fake/seed", {...})``."""
+    def request(self, method: str, path: str, body: object = None) -> Any:
+        """Sends ``body`` as JSON to ``path`` (the Kubernetes API, e.g.
+        ``/api/v1/namespaces/demo/configmaps``, or the control endpoint) and returns the decoded
+        answer; an error status raises ``urllib.error.HTTPError``."""
         req = urllib.request.Request(
             self.url + path,
-            data=json.dumps(body).encode(),
-            method="POST",
+            data=None if body is None else json.dumps(body).encode(),
+            method=method,
             headers={"Content-Type": "application/json"},
         )
         with urllib.request.urlopen(req, timeout=30) as resp:
             raw = resp.read()
         return json.loads(raw) if raw.strip() else None
 
-    def seed(self, resource: str, namespace: str, count: int) -> None:
-        """Creates ``count`` objects named seed-NNNNNNN of a built-in resource."""
-        self.control("/_fake/seed", {"resource": resource, "namespace": namespace, "count": count})
+    def control(self, path: str, body: object) -> object:
+        """POSTs JSON to the fake's control endpoint, e.g. ``control("/_fake/seed", {...})``."""
+        return self.request("POST", path, body)
+
+    def seed(self, resource: str, namespace: str, count: int, object_bytes: int = 0) -> None:
+        """Creates ``count`` objects named seed-NNNNNNN of a built-in resource (of about
+        ``object_bytes`` each when given)."""
+        body = {"resource": resource, "namespace": namespace, "count": count}
+        if object_bytes:
+            body["bytes"] = object_bytes
+        self.control("/_fake/seed", body)
+
+    def create_namespace(self, name: str) -> None:
+        """Creates the namespace unless it exists."""
+        try:
+            self.request("POST", "/api/v1/namespaces", {"metadata": {"name": name}})
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+
+    def put_configmap(
+        self,
+        namespace: str,
+        name: str,
+        data: dict[str, str],
+        labels: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """Creates the ConfigMap, or replaces it (unconditionally) if it exists; returns it."""
+        obj = {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+            "data": data,
+        }
+        collection = f"/api/v1/namespaces/{namespace}/configmaps"
+        try:
+            result: dict[str, Any] = self.request("POST", collection, obj)
+        except urllib.error.HTTPError as e:
+            if e.code != 409:
+                raise
+            result = self.request("PUT", f"{collection}/{name}", obj)
+        return result
+
+    def delete_configmap(self, namespace: str, name: str) -> None:
+        self.request("DELETE", f"/api/v1/namespaces/{namespace}/configmaps/{name}")
 
     def close(self) -> None:
         super().close()

@@ -23,7 +23,7 @@ from informerd.queues import (
     owner_source,
     queue_spec,
 )
-from informerd.testing import Daemon, FakeApiServer
+from informerd.testing import Daemon, FakeApiServer, eventually
 from informerd.v1 import queues_pb2
 
 
@@ -103,11 +103,12 @@ async def test_create_is_idempotent_and_a_different_spec_conflicts(
     with pytest.raises(informerd.InformerdError) as e:
         await informerd_client.queues.create(queue_spec("q-create", [object_source(cms)]))
     assert e.value.reason == "QUEUE_EXISTS_WITH_OTHER_SPEC"
+
     # The object source enqueues every cached object.
-    deadline = time.monotonic() + 30
-    while await informerd_client.queues.len("q-create") < 5:
-        assert time.monotonic() < deadline, "the source did not enqueue the 5 objects"
-        await asyncio.sleep(0.1)
+    async def enqueued() -> bool:
+        return await informerd_client.queues.len("q-create") == 5
+
+    await eventually(enqueued, "the source enqueued the 5 objects")
     # update changes the spec in place; allow_missing creates.
     updated = await informerd_client.queues.update(queue_spec("q-create", [object_source(cms)]))
     assert updated.spec.rate_limiter == default_controller()

@@ -3,24 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Awaitable, Callable
 
 import pytest
 
 import informerd
 from informerd.queues import exponential, queue_spec
+from informerd.testing import eventually
 from informerd.v1 import work_pb2
 from informerd.work import Outcome, WorkStream
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]], what: str, timeout_s: float = 30
-) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        assert time.monotonic() < deadline, f"not within {timeout_s} s: {what}"
-        await asyncio.sleep(0.05)
 
 
 async def receive_all(stream: WorkStream, n: int) -> list[work_pb2.Lease]:

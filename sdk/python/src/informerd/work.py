@@ -53,6 +53,14 @@ def _count(value: int, argument: str, low: int, high: int) -> int:
     return value
 
 
+def refusal_reason(refusal: work_pb2.Refusal) -> str:
+    """The refusal's reason name (KEY_NOT_HELD, STALE_TOKEN, LEASE_EXPIRED, INVALID_FIELD)."""
+    try:
+        return errors_pb2.ErrorReason.Name(refusal.reason) if refusal.reason else "UNKNOWN"
+    except ValueError:
+        return str(refusal.reason)
+
+
 class WorkStream:
     """One ``Work.Process`` stream on a queue (see the module doc).
 
@@ -201,7 +209,7 @@ class WorkStream:
                 self._stop_heartbeats()
                 if await self._call.code() == grpc.StatusCode.OK and self._drain_sent:
                     return None
-                raise await self._end_error("ended")
+                raise await self._end_error("ended by the daemon without a drain")
             kind = resp.WhichOneof("kind")
             if kind == "leases":
                 leases = list(resp.leases.leases)
@@ -213,7 +221,7 @@ class WorkStream:
                     self._refused(refusal)
 
     def _refused(self, refusal: work_pb2.Refusal) -> None:
-        reason = errors_pb2.ErrorReason.Name(refusal.reason) if refusal.reason else "UNKNOWN"
+        reason = refusal_reason(refusal)
         if self._held.get(refusal.key) == refusal.token:
             del self._held[refusal.key]
         self.refusals[reason] += 1

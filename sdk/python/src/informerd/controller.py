@@ -501,7 +501,8 @@ class Controller:
     ) -> None:
         while True:
             try:
-                await self._ensure()
+                if not await self._unless_stopped(self._ensure()):
+                    return
                 break
             except Unavailable as e:
                 delay = self._backoff.next()
@@ -512,9 +513,8 @@ class Controller:
         lost = False
         while not self._stop_requested:
             try:
-                if lost:
-                    await self.client.reensure()
-                    await self._wait_for_sync()
+                if lost and not await self._unless_stopped(self._reensure()):
+                    return
                 if await self._session(reconcile, executor, drain_timeout_s):
                     return
             except (InvalidArgument, PermissionDenied):
@@ -529,6 +529,28 @@ class Controller:
                     "work stream on %s lost (%s); reconnecting in %.1f s", self.queue, e, delay
                 )
                 await self._sleep_unless_stopped(delay)
+
+    async def _reensure(self) -> None:
+        await self.client.reensure()
+        await self._wait_for_sync()
+
+    async def _unless_stopped(self, step: Awaitable[object]) -> bool:
+        """Runs ``step``; False (``step`` cancelled) if the controller is stopped first."""
+        assert self._stop_event is not None
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            return False
+        task.result()
+        return True
 
     def _worker_name(self) -> str:
         return f"{self.name}@{socket.gethostname()}/{os.getpid()}"

@@ -497,6 +497,12 @@ async def test_stop_drains_in_flight_reconciles(
     state = (await informerd_client.queues.get("ctl-stop")).state
     assert state.in_flight == 0
     assert state.depth == 3  # the rest waits for the next worker
+    # The controller runs again and takes the rest; stop() before run() makes run return.
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: len(finished) == 6, "the rest reconciled")
+    await stop_controller(ctl, task)
+    ctl.stop()
+    await asyncio.wait_for(ctl.run(reconcile), 30)
 
 
 async def test_a_lost_stream_cancels_in_flight_reconciles_and_redelivers(

@@ -462,7 +462,9 @@ class Controller:
         )
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        if self._stop_requested:
+        if self._stop_requested:  # stop() came before run()
+            self._stop_requested = False
+            self._loop = self._stop_event = None
             return
         signals: list[signal.Signals] = []
         if shutdown_on_signal:
@@ -488,6 +490,7 @@ class Controller:
                 executor.shutdown(wait=False, cancel_futures=True)
             self._loop = None
             self._stop_event = None
+            self._stop_requested = False  # the controller may run again
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self.log.info("%s: draining", sig.name)

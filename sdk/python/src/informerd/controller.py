@@ -328,13 +328,11 @@ class Controller:
         """Objects of this kind enqueue the ``for_`` objects whose index ``index`` (one of
         ``for_``'s ``indexes``) holds their key (``value_from="key"``) or name (``"name"``)."""
         _check_gvk(api_version, kind)
-        index_source(
-            "validate", index_informer="validate", index_name=index, value_from=value_from,
-            predicates=predicates,
-        )  # fmt: skip
+        predicates = _checked_predicates(predicates)
+        index_source("-", index_informer="-", index_name=index, value_from=value_from)
         self._watches.append(
             _Watch(
-                "watches", api_version, kind, namespace, label_selector, list(predicates),
+                "watches", api_version, kind, namespace, label_selector, predicates,
                 index=index, value_from=value_from,
             )
         )  # fmt: skip

@@ -1,15 +1,17 @@
 """informerd: shared Kubernetes informers and central workqueues, from Python.
 
-The asyncio :class:`Client` reaches a daemon; :mod:`informerd.errors` holds the exceptions every
-call raises; :mod:`informerd.testing` starts real daemons and API servers for tests.
-:class:`Informer` reads a daemon's cache (``get``, ``list``) and streams its events (``watch``:
-:data:`WatchEvent`); :class:`Store` mirrors one informer locally, with indexes and event
-handlers; :mod:`informerd.sync` is the blocking facade for scripts and notebooks.
+The asyncio :class:`Client` reaches a daemon; :class:`Controller` runs reconcilers on a queue;
+:mod:`informerd.errors` holds the exceptions every call raises; :mod:`informerd.testing` starts
+real daemons and API servers for tests. :class:`Informer` reads a daemon's cache (``get``,
+``list``) and streams its events (``watch``: :data:`WatchEvent`); :class:`Store` mirrors one
+informer locally, with indexes and event handlers; :mod:`informerd.sync` is the blocking facade
+for scripts and notebooks.
 """
 
 from informerd import sync
 from informerd.client import Client
 from informerd.connection import Backoff, ConnectionOptions
+from informerd.controller import Context, Controller, Result, TerminalError
 from informerd.errors import (
     Cancelled,
     Conflict,
@@ -43,6 +45,7 @@ from informerd.informers import (
 from informerd.labels import label_matcher
 from informerd.objects import KubeObject
 from informerd.store import Store
+from informerd.work import WorkStream
 
 __all__ = [
     "Added",
@@ -51,6 +54,8 @@ __all__ = [
     "Client",
     "Conflict",
     "ConnectionOptions",
+    "Context",
+    "Controller",
     "Deleted",
     "EventType",
     "FailedPrecondition",
@@ -65,13 +70,16 @@ __all__ = [
     "Reconnecting",
     "Resnapshot",
     "ResourceExhausted",
+    "Result",
     "Store",
     "Synced",
+    "TerminalError",
     "Timeout",
     "Unavailable",
     "Updated",
     "Watch",
     "WatchEvent",
+    "WorkStream",
     "field_index",
     "label_index",
     "label_matcher",

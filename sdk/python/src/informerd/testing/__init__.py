@@ -22,7 +22,7 @@ from informerd.testing.processes import (
     find_binary,
     repo_root,
 )
-from informerd.testing.waiting import eventually, wait_until
+from informerd.testing.waiting import eventually, queue_idle, wait_until
 
 __all__ = [
     "ApiServer",
@@ -31,6 +31,7 @@ __all__ = [
     "KubeApiServer",
     "eventually",
     "find_binary",
+    "queue_idle",
     "repo_root",
     "wait_until",
 ]

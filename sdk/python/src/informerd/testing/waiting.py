@@ -7,16 +7,20 @@ import asyncio
 import inspect
 import time
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from informerd.client import Client
 
 DEFAULT_WAIT_S = 60.0
 
 
 async def eventually(
     condition: Callable[[], bool | Awaitable[bool]],
-    *,
-    timeout_s: float = DEFAULT_WAIT_S,
-    interval_s: float = 0.05,
     what: str = "",
+    timeout_s: float = DEFAULT_WAIT_S,
+    *,
+    interval_s: float = 0.05,
 ) -> None:
     """Returns once ``condition()`` (a function or a coroutine function) is true; raises
     AssertionError naming ``what`` after ``timeout_s``."""
@@ -34,10 +38,10 @@ async def eventually(
 
 def wait_until(
     condition: Callable[[], bool],
-    *,
-    timeout_s: float = DEFAULT_WAIT_S,
-    interval_s: float = 0.05,
     what: str = "",
+    timeout_s: float = DEFAULT_WAIT_S,
+    *,
+    interval_s: float = 0.05,
 ) -> None:
     """The blocking form of :func:`eventually`."""
     deadline = time.monotonic() + timeout_s
@@ -45,3 +49,9 @@ def wait_until(
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {timeout_s} s: {what or condition}")
         time.sleep(interval_s)
+
+
+async def queue_idle(client: Client, queue: str) -> bool:
+    """No key of ``queue`` waiting, delayed or in flight."""
+    s = (await client.queues.get(queue)).state
+    return s.depth == 0 and s.in_flight == 0 and s.delayed == 0

@@ -2,6 +2,7 @@
 
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "simdjson.h"
@@ -46,6 +47,38 @@ void EmitScalar(od::value value, absl::FunctionRef<void(absl::string_view)> emit
     default:
       break;
   }
+}
+
+// Emits the values at segments[depth..] below `current`.
+void Walk(od::value current, const std::vector<std::string>& segments, size_t depth,
+          absl::FunctionRef<void(absl::string_view)> emit) {
+  od::json_type type;
+  if (current.type().get(type)) return;
+  if (type == od::json_type::array) {
+    // An array in the middle of the path is walked into: each element continues the path, so
+    // `spec.volumes.configMap.name` visits every volume. At the end, each scalar element counts.
+    od::array array;
+    if (current.get_array().get(array)) return;
+    for (auto element : array) {
+      od::value v;
+      if (element.get(v)) return;
+      if (depth == segments.size()) {
+        EmitScalar(v, emit);
+      } else {
+        Walk(v, segments, depth, emit);
+      }
+    }
+    return;
+  }
+  if (depth == segments.size()) {
+    EmitScalar(current, emit);
+    return;
+  }
+  od::object obj;
+  if (current.get_object().get(obj)) return;
+  od::value next;
+  if (obj.find_field_unordered(segments[depth]).get(next)) return;
+  Walk(next, segments, depth + 1, emit);
 }
 
 }  // namespace
@@ -149,26 +182,9 @@ void FieldPath::Values(const client::Object& object,
   if (parser.iterate(json.data(), json.size(), json.size() + client::Object::kPadding).get(doc)) {
     return;
   }
-  od::value current;
-  if (doc.get_value().get(current)) return;
-  for (const std::string& segment : segments_) {
-    od::object obj;
-    if (current.get_object().get(obj)) return;
-    if (obj.find_field_unordered(segment).get(current)) return;
-  }
-  od::json_type type;
-  if (current.type().get(type)) return;
-  if (type == od::json_type::array) {
-    od::array array;
-    if (current.get_array().get(array)) return;
-    for (auto element : array) {
-      od::value v;
-      if (element.get(v)) return;
-      EmitScalar(v, emit);
-    }
-    return;
-  }
-  EmitScalar(current, emit);
+  od::value root;
+  if (doc.get_value().get(root)) return;
+  Walk(root, segments_, 0, emit);
 }
 
 std::string FieldPath::FirstValue(const client::Object& object) const {

@@ -6,8 +6,10 @@
 //   path.Values(*pod, [&](absl::string_view node) { ... });
 //
 // What a path yields: a string gives its unescaped text, a number or boolean its JSON text; an
-// array gives each scalar element (one level, so `spec.finalizers` yields every finalizer);
-// null, an object or a missing field yield nothing. Paths into metadata that the Object already
+// array at the end gives each scalar element (so `spec.finalizers` yields every finalizer), and
+// an array in the middle is walked into, each element continuing the path (so
+// `spec.template.spec.volumes.configMap.name` yields the name of every ConfigMap volume); null,
+// an object or a missing field yield nothing. Paths into metadata that the Object already
 // parsed (metadata.name, metadata.namespace, metadata.uid, metadata.resourceVersion,
 // metadata.generation, metadata.deletionTimestamp, kind, apiVersion) and `metadata.labels.KEY`
 // are answered without reading the JSON.

@@ -48,6 +48,23 @@ TEST(FieldPathTest, ArraysYieldEachScalarElement) {
   EXPECT_THAT(ValuesOf("spec.finalizers", *o), ElementsAre("a", "b", "c"));
 }
 
+TEST(FieldPathTest, ArraysInTheMiddleOfThePathAreWalkedInto) {
+  ObjectPtr o = MakeObject({.extra = R"("spec":{"template":{"spec":{"volumes":[)"
+                                     R"({"name":"a","configMap":{"name":"settings"}},)"
+                                     R"({"name":"b","secret":{"secretName":"token"}},)"
+                                     R"({"name":"c","configMap":{"name":"shared"}},)"
+                                     R"({"name":"d","projected":{"sources":[)"
+                                     R"({"configMap":{"name":"p1"}},{"configMap":{"name":"p2"}}]}}]}}})"});
+  EXPECT_THAT(ValuesOf("spec.template.spec.volumes.configMap.name", *o),
+              ElementsAre("settings", "shared"));
+  EXPECT_THAT(ValuesOf("spec.template.spec.volumes.secret.secretName", *o), ElementsAre("token"));
+  EXPECT_THAT(ValuesOf("spec.template.spec.volumes.name", *o), ElementsAre("a", "b", "c", "d"));
+  EXPECT_THAT(ValuesOf("spec.template.spec.volumes.projected.sources.configMap.name", *o),
+              ElementsAre("p1", "p2"))
+      << "arrays within arrays";
+  EXPECT_THAT(ValuesOf("spec.template.spec.volumes.missing.name", *o), IsEmpty());
+}
+
 TEST(FieldPathTest, MissingNullAndObjectValuesYieldNothing) {
   ObjectPtr o = MakeObject({.extra = R"("spec":{"a":null,"b":{"c":1}},"status":"x")"});
   EXPECT_THAT(ValuesOf("spec.a", *o), IsEmpty());

@@ -387,3 +387,21 @@ async def test_bad_input_gets_clear_errors_naming_the_argument(kube_api: Any) ->
         await kube.delete(kube_api, CONFIGMAPS, "x", namespace="y", propagation_policy="Later")
     with pytest.raises(TypeError, match="status must be a mapping"):
         await kube.patch_status(kube_api, GIZMOS, "x", [], namespace="y")  # type: ignore[arg-type]
+
+
+async def test_the_kube_fixtures_run_informerd_against_the_real_server(
+    informerd_kube_client: informerd.Client,
+    apply_manifest: ApplyManifest,
+    kube_namespace: str,
+) -> None:
+    """informerd_kube_client reaches a daemon on kube_apiserver: a CRD and an object applied
+    after the daemon started are served by an informer."""
+    await new_gizmo(apply_manifest, "served", size=2)
+    gizmos = await informerd_kube_client.informers.ensure(
+        GIZMOS.api_version, "Gizmo", namespace=kube_namespace
+    )
+    info = await gizmos.wait_for_sync(timeout_s=60)
+    assert info.state.objects == 1
+    obj = await gizmos.get(f"{kube_namespace}/served")
+    assert obj is not None
+    assert obj.body["spec"] == {"size": 2}

@@ -39,7 +39,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar, overload
 from urllib.parse import quote
 
 import aiohttp
@@ -539,13 +539,31 @@ class Finalizer:
         self.name = name
         self.timeout_s = timeout_s
 
+    @overload
     async def run(
         self,
         obj: KubeObject | Mapping[str, Any],
         *,
-        apply: Callable[[JSON], Awaitable[T] | T],
-        cleanup: Callable[[JSON], Awaitable[T] | T],
-    ) -> FinalizerOutcome[T]:
+        apply: Callable[[JSON], Awaitable[T]],
+        cleanup: Callable[[JSON], Awaitable[T]],
+    ) -> FinalizerOutcome[T]: ...
+
+    @overload
+    async def run(
+        self,
+        obj: KubeObject | Mapping[str, Any],
+        *,
+        apply: Callable[[JSON], T],
+        cleanup: Callable[[JSON], T],
+    ) -> FinalizerOutcome[T]: ...
+
+    async def run(
+        self,
+        obj: KubeObject | Mapping[str, Any],
+        *,
+        apply: Callable[[JSON], Any],
+        cleanup: Callable[[JSON], Any],
+    ) -> FinalizerOutcome[Any]:
         """Runs ``apply`` or ``cleanup`` (async or plain functions, given the object as a dict)
         with the finalizer handled around it; see the class doc."""
         body = _body(obj)
@@ -636,7 +654,7 @@ def _body(obj: KubeObject | Mapping[str, Any]) -> JSON:
     raise TypeError(f"obj: a KubeObject or a mapping, got {type(obj).__name__}")
 
 
-async def _call(fn: Callable[[JSON], Awaitable[T] | T], body: JSON) -> T:
+async def _call(fn: Callable[[JSON], Any], body: JSON) -> Any:
     result = fn(body)
     if inspect.isawaitable(result):
         return await result

@@ -22,5 +22,15 @@ from informerd.testing.processes import (
     find_binary,
     repo_root,
 )
+from informerd.testing.waiting import eventually, queue_idle
 
-__all__ = ["ApiServer", "Daemon", "FakeApiServer", "KubeApiServer", "find_binary", "repo_root"]
+__all__ = [
+    "ApiServer",
+    "Daemon",
+    "FakeApiServer",
+    "KubeApiServer",
+    "eventually",
+    "find_binary",
+    "queue_idle",
+    "repo_root",
+]

@@ -1,0 +1,695 @@
+"""The controller runtime: controller-runtime's Controller over informerd's queues and Work stream.
+
+    ctl = Controller("configmap-hash", client, concurrency=4)
+    ctl.for_("apps/v1", "Deployment", namespace="demo", predicates=[generation_changed()],
+             indexes={"configmaps": field_index("spec.template.spec.volumes.configMap.name")})
+    ctl.owns("v1", "Pod")
+    ctl.watches("v1", "ConfigMap", index="configmaps", value_from="name")
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> Result | None:
+        ...
+        return Result.requeue_after(300)
+
+    await ctl.run(reconcile, shutdown_on_signal=True)
+
+``run`` ensures the informers (and waits for their caches, as controller-runtime waits for
+``WaitForCacheSync``), creates or updates the queue (``UpdateQueue`` with ``allow_missing``), opens
+the Work stream with a credit of ``concurrency`` and feeds a fixed pool of ``concurrency``
+reconciler tasks. Outcomes of one loop tick go to the daemon in one message:
+
+===========================  ==============================  ===============================
+reconcile                    outcome                          ``reconcile_total{result}``
+===========================  ==============================  ===============================
+None / ``Result.done()``     SUCCESS                          success
+``Result.requeue_after(s)``  FORGET_AND_REQUEUE_AFTER (s)     requeue_after
+``Result.requeue()``         RETRY (rate-limited)             requeue
+an exception                 RETRY, with the error text       error
+``TerminalError``            SUCCESS (forget), with the text  error (+ terminal errors)
+===========================  ==============================  ===============================
+
+On ``stop()`` (or SIGTERM/SIGINT with ``shutdown_on_signal``) the controller sends Drain, lets
+in-flight reconciles finish, sends their outcomes and returns: no key is lost. When the stream
+breaks (a daemon restart, the network), in-flight reconciles are cancelled and their outcomes
+dropped — the daemon already gave those keys back to the queue — and the controller reconnects
+with jittered backoff, re-ensures its informers and queue (``Client.reensure``) and goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import functools
+import inspect
+import logging
+import os
+import signal
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from prometheus_client import CollectorRegistry
+
+from informerd.connection import Backoff
+from informerd.errors import (
+    FailedPrecondition,
+    InformerdError,
+    InvalidArgument,
+    PermissionDenied,
+    Unavailable,
+)
+from informerd.informers import Informer
+from informerd.metrics import ControllerMetrics
+from informerd.objects import KubeObject, split_key
+from informerd.queues import (
+    index_source,
+    object_source,
+    owner_source,
+    queue_spec,
+    validate_queue_name,
+)
+from informerd.v1 import informers_pb2, queues_pb2, work_pb2
+from informerd.work import WorkStream, refusal_reason
+
+if TYPE_CHECKING:
+    from informerd.client import Client
+
+    _LoggerAdapter = logging.LoggerAdapter[logging.Logger]
+else:
+    _LoggerAdapter = logging.LoggerAdapter
+
+_log = logging.getLogger("informerd.controller")
+
+
+@dataclass(frozen=True)
+class Result:
+    """What a reconcile asks for next (controller-runtime's ``reconcile.Result``). Build with
+    :meth:`done`, :meth:`requeue` or :meth:`requeue_after`; returning None means done."""
+
+    kind: Literal["done", "requeue", "requeue_after"] = "done"
+    delay_s: float = 0.0
+
+    @classmethod
+    def done(cls) -> Result:
+        """Reconciled: forget the key's failures; nothing more until it changes."""
+        return cls("done")
+
+    @classmethod
+    def requeue(cls) -> Result:
+        """Look again after the queue's rate-limited delay (counts as a retry)."""
+        return cls("requeue")
+
+    @classmethod
+    def requeue_after(cls, delay_s: float) -> Result:
+        """Reconciled; look again after ``delay_s`` seconds (earlier failures forgotten)."""
+        if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or delay_s < 0:
+            raise ValueError(f"Result.requeue_after: delay_s {delay_s!r}, want seconds >= 0")
+        return cls("requeue_after", float(delay_s))
+
+
+class TerminalError(Exception):
+    """Raised by a reconcile that failed in a way retrying cannot fix (controller-runtime's
+    ``reconcile.TerminalError``, kopf's ``PermanentError``): logged and counted, the key is
+    forgotten, not retried. It comes back when its object changes."""
+
+
+class ContextLogger(_LoggerAdapter):
+    """A logger adapter that puts the controller, key and token on every record, both as
+    ``extra`` attributes (for structured handlers) and in the message."""
+
+    def process(
+        self, msg: Any, kwargs: MutableMapping[str, Any]
+    ) -> tuple[Any, MutableMapping[str, Any]]:
+        extra = dict(self.extra or {})
+        extra.update(kwargs.get("extra") or {})
+        kwargs["extra"] = extra
+        return f"[{extra['controller']} {extra['key']} token={extra['token']}] {msg}", kwargs
+
+
+@dataclass
+class Context:
+    """What a reconcile knows besides the object: the lease and where it came from."""
+
+    #: The queue key (``<cluster>//ns/name`` for another cluster's object).
+    key: str
+    namespace: str
+    name: str
+    #: "" for the daemon's default cluster, else the cluster's name.
+    cluster: str
+    #: The key within its cluster ("namespace/name" or "name").
+    object_key: str
+    #: The lease's fencing token (strictly increasing per queue).
+    token: int
+    #: How often the key was retried so far.
+    requeues: int
+    logger: ContextLogger
+    client: Client
+    #: The controller's name.
+    controller: str
+    queue: str
+
+
+Reconciler = Callable[[KubeObject | None, Context], Awaitable[Result | None] | Result | None]
+
+
+@dataclass
+class _Watch:
+    role: Literal["for", "owns", "watches"]
+    api_version: str
+    kind: str
+    namespace: str | None
+    label_selector: str
+    predicates: list[queues_pb2.Predicate]
+    indexes: dict[str, informers_pb2.IndexSpec] = field(default_factory=dict)
+    transform: informers_pb2.TransformSpec | None = None
+    cluster: str = ""
+    all_owners: bool = False
+    index: str = ""
+    value_from: Literal["key", "name"] = "key"
+
+
+def _group(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+def _checked_predicates(predicates: Iterable[queues_pb2.Predicate]) -> list[queues_pb2.Predicate]:
+    predicates = list(predicates)
+    object_source("-", predicates=predicates)  # raises TypeError/ValueError naming them
+    return predicates
+
+
+def _check_gvk(api_version: str, kind: str) -> None:
+    if not isinstance(api_version, str) or not api_version or api_version.count("/") > 1:
+        raise ValueError(f"api_version: {api_version!r}, want 'v1' or 'group/version'")
+    if not isinstance(kind, str) or not kind:
+        raise ValueError("kind: required (e.g. 'Deployment')")
+
+
+class _Session:
+    """One Work stream's life: outcomes of reconciles started in it go to it only while alive."""
+
+    def __init__(self, stream: WorkStream) -> None:
+        self.stream = stream
+        self.alive = True
+
+
+class Controller:
+    """A controller: informers feeding one queue, and a fixed pool of reconcilers on it.
+
+    ``concurrency`` is the Work stream's credit and the number of reconciler tasks (threads for
+    a sync reconcile function). ``resync_period_s``, ``lease_timeout_s`` and ``rate_limiter``
+    go into the queue's spec (None: never, never, client-go's default limiter); ``queue`` names
+    the queue (default: ``name``). Metrics go to ``registry`` (default: prometheus_client's
+    global REGISTRY).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        client: Client,
+        *,
+        concurrency: int = 1,
+        resync_period_s: float | None = None,
+        lease_timeout_s: float | None = None,
+        rate_limiter: queues_pb2.RateLimiterSpec | None = None,
+        queue: str | None = None,
+        registry: CollectorRegistry | None = None,
+        backoff: Backoff | None = None,
+        sync_timeout_s: float = 120.0,
+    ) -> None:
+        self.name = validate_queue_name(name, "name")
+        self.queue = validate_queue_name(queue if queue is not None else name, "queue")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int):
+            raise TypeError(f"concurrency: want an int, got {concurrency!r}")
+        if not 1 <= concurrency <= 10_000:
+            raise ValueError(f"concurrency: {concurrency}, want 1 .. 10000")
+        self.client = client
+        self.concurrency = concurrency
+        self._resync_period_s = resync_period_s
+        self._lease_timeout_s = lease_timeout_s
+        self._rate_limiter = rate_limiter
+        # Validate the queue's arguments now, where the mistake is made.
+        queue_spec(
+            self.queue,
+            rate_limiter=rate_limiter,
+            resync_period_s=resync_period_s,
+            lease_timeout_s=lease_timeout_s,
+        )
+        self._watches: list[_Watch] = []
+        self.metrics = ControllerMetrics(self.name, registry)
+        self.metrics.max_concurrent.set(concurrency)
+        self._backoff = backoff or Backoff()
+        self._sync_timeout_s = sync_timeout_s
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop_event: asyncio.Event | None = None
+        self._stop_requested = False
+        self._informers: list[Informer] = []
+        self.for_informer: Informer | None = None
+        self.log = ContextLogger(_log, {"controller": self.name, "key": "-", "token": 0})
+        #: Work streams opened so far (1 + reconnects).
+        self.streams_opened = 0
+
+    # --- what the controller watches -----------------------------------------------------
+
+    @property
+    def _for(self) -> _Watch | None:
+        return next((w for w in self._watches if w.role == "for"), None)
+
+    def for_(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str = "",
+        label_selector: str = "",
+        predicates: Iterable[queues_pb2.Predicate] = (),
+        indexes: Mapping[str, informers_pb2.IndexSpec] | None = None,
+        transform: informers_pb2.TransformSpec | None = None,
+        cluster: str = "",
+    ) -> Controller:
+        """The reconciled kind: its objects' own keys are the queue's keys, and every lease
+        carries the object (``namespace`` "" = all). ``indexes`` are built on its informer (for
+        :meth:`watches`). Once per controller."""
+        _check_gvk(api_version, kind)
+        if self._for is not None:
+            raise ValueError("for_: already called (a controller reconciles one kind)")
+        predicates = _checked_predicates(predicates)
+        self._watches.append(
+            _Watch(
+                "for",
+                api_version,
+                kind,
+                namespace,
+                label_selector,
+                predicates,
+                dict(indexes or {}),
+                transform,
+                cluster,
+            )
+        )
+        return self
+
+    def owns(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        namespace: str | None = None,
+        label_selector: str = "",
+        predicates: Iterable[queues_pb2.Predicate] = (),
+        all_owners: bool = False,
+    ) -> Controller:
+        """Objects of this kind enqueue their controller owner of the ``for_`` kind (every owner
+        of that kind with ``all_owners``). ``namespace`` defaults to the ``for_`` namespace."""
+        _check_gvk(api_version, kind)
+        self._watches.append(
+            _Watch(
+                "owns", api_version, kind, namespace, label_selector,
+                _checked_predicates(predicates),
+                all_owners=all_owners,
+            )
+        )  # fmt: skip
+        return self
+
+    def watches(
+        self,
+        api_version: str,
+        kind: str,
+        *,
+        index: str,
+        value_from: Literal["key", "name"] = "key",
+        namespace: str | None = None,
+        label_selector: str = "",
+        predicates: Iterable[queues_pb2.Predicate] = (),
+    ) -> Controller:
+        """Objects of this kind enqueue the ``for_`` objects whose index ``index`` (one of
+        ``for_``'s ``indexes``) holds their key (``value_from="key"``) or name (``"name"``)."""
+        _check_gvk(api_version, kind)
+        index_source(
+            "validate", index_informer="validate", index_name=index, value_from=value_from,
+            predicates=predicates,
+        )  # fmt: skip
+        self._watches.append(
+            _Watch(
+                "watches", api_version, kind, namespace, label_selector, list(predicates),
+                index=index, value_from=value_from,
+            )
+        )  # fmt: skip
+        return self
+
+    # --- setting up ----------------------------------------------------------------------
+
+    async def _ensure(self) -> queues_pb2.QueueSpec:
+        main = self._for
+        if main is None:
+            raise ValueError(f"Controller {self.name}: call for_() before run()")
+        for w in self._watches:
+            if w.role == "watches" and w.index not in main.indexes:
+                raise ValueError(
+                    f"watches({w.api_version}, {w.kind}): index {w.index!r} is not one of "
+                    f"for_'s indexes {sorted(main.indexes)}"
+                )
+        informers = self.client.informers
+        self._informers = []
+        sources = []
+        for_informer: Informer | None = None
+        for w in sorted(self._watches, key=lambda w: w.role != "for"):
+            namespace = w.namespace if w.namespace is not None else (main.namespace or "")
+            informer = await informers.ensure(
+                w.api_version,
+                w.kind,
+                namespace=namespace,
+                indexes=w.indexes or None,
+                transform=w.transform,
+                cluster=w.cluster if w.role == "for" else main.cluster,
+            )
+            self._informers.append(informer)
+            if w.role == "for":
+                for_informer = informer
+                sources.append(
+                    object_source(
+                        informer, label_selector=w.label_selector, predicates=w.predicates
+                    )
+                )
+            elif w.role == "owns":
+                sources.append(
+                    owner_source(
+                        informer,
+                        main.kind,
+                        group=_group(main.api_version),
+                        all_owners=w.all_owners,
+                        label_selector=w.label_selector,
+                        predicates=w.predicates,
+                    )
+                )
+            else:
+                assert for_informer is not None
+                sources.append(
+                    index_source(
+                        informer,
+                        index_informer=for_informer,
+                        index_name=w.index,
+                        value_from=w.value_from,
+                        label_selector=w.label_selector,
+                        predicates=w.predicates,
+                    )
+                )
+        self.for_informer = for_informer
+        await self._wait_for_sync()
+        spec = queue_spec(
+            self.queue,
+            sources,
+            rate_limiter=self._rate_limiter,
+            resync_period_s=self._resync_period_s,
+            lease_timeout_s=self._lease_timeout_s,
+        )
+        await self.client.queues.update(spec, allow_missing=True)
+        return spec
+
+    async def _wait_for_sync(self) -> None:
+        for informer in self._informers:
+            await informer.wait_for_sync(timeout_s=self._sync_timeout_s)
+
+    # --- running -------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Asks :meth:`run` to drain and return (thread-safe; before run: run returns at once)."""
+        self._stop_requested = True
+        loop, event = self._loop, self._stop_event
+        if loop is None or event is None:
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            event.set()
+        else:
+            loop.call_soon_threadsafe(event.set)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop_requested
+
+    async def _sleep_unless_stopped(self, delay_s: float) -> None:
+        assert self._stop_event is not None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stop_event.wait(), delay_s)
+
+    async def run(
+        self,
+        reconcile: Reconciler,
+        *,
+        shutdown_on_signal: bool = False,
+        drain_timeout_s: float | None = None,
+    ) -> None:
+        """Reconciles until :meth:`stop` (or SIGTERM/SIGINT with ``shutdown_on_signal``), then
+        drains: in-flight reconciles finish (at most ``drain_timeout_s`` when given, after which
+        they are cancelled and their keys go back to the queue) and their outcomes are sent.
+
+        Bad definitions raise at once (ValueError for the controller's arguments, the daemon's
+        error, e.g. :class:`informerd.NotFound` for an unknown kind); an unreachable daemon is
+        retried with backoff."""
+        if not callable(reconcile):
+            raise TypeError(f"reconcile: {reconcile!r} is not callable")
+        if self._for is None:
+            raise ValueError(f"Controller {self.name}: call for_() before run()")
+        is_async = inspect.iscoroutinefunction(reconcile) or inspect.iscoroutinefunction(
+            getattr(reconcile, "__call__", None)  # noqa: B004
+        )
+        self._loop = asyncio.get_running_loop()
+        self._stop_event = asyncio.Event()
+        if self._stop_requested:
+            return
+        signals: list[signal.Signals] = []
+        if shutdown_on_signal:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                try:
+                    self._loop.add_signal_handler(sig, self._on_signal, sig)
+                    signals.append(sig)
+                except (NotImplementedError, RuntimeError, ValueError) as e:
+                    self.log.warning("cannot handle signal %s here: %s", sig, e)
+        executor = (
+            None
+            if is_async
+            else concurrent.futures.ThreadPoolExecutor(
+                self.concurrency, thread_name_prefix=f"reconcile-{self.name}"
+            )
+        )
+        try:
+            await self._run(reconcile, executor, drain_timeout_s)
+        finally:
+            for sig in signals:
+                self._loop.remove_signal_handler(sig)
+            if executor is not None:
+                executor.shutdown(wait=False, cancel_futures=True)
+            self._loop = None
+            self._stop_event = None
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        self.log.info("%s: draining", sig.name)
+        self.stop()
+
+    async def _run(
+        self,
+        reconcile: Reconciler,
+        executor: concurrent.futures.ThreadPoolExecutor | None,
+        drain_timeout_s: float | None,
+    ) -> None:
+        while True:
+            try:
+                await self._ensure()
+                break
+            except Unavailable as e:
+                delay = self._backoff.next()
+                self.log.warning("informerd unavailable (%s); retrying in %.1f s", e, delay)
+                await self._sleep_unless_stopped(delay)
+                if self._stop_requested:
+                    return
+        lost = False
+        while not self._stop_requested:
+            try:
+                if lost:
+                    await self.client.reensure()
+                    await self._wait_for_sync()
+                if await self._session(reconcile, executor, drain_timeout_s):
+                    return
+            except (InvalidArgument, PermissionDenied):
+                raise
+            except InformerdError as e:
+                if self._stop_requested:
+                    return
+                lost = True
+                self.metrics.reconnects.inc()
+                delay = self._backoff.next()
+                self.log.warning(
+                    "work stream on %s lost (%s); reconnecting in %.1f s", self.queue, e, delay
+                )
+                await self._sleep_unless_stopped(delay)
+
+    def _worker_name(self) -> str:
+        return f"{self.name}@{socket.gethostname()}/{os.getpid()}"
+
+    async def _session(
+        self,
+        reconcile: Reconciler,
+        executor: concurrent.futures.ThreadPoolExecutor | None,
+        drain_timeout_s: float | None,
+    ) -> bool:
+        """Runs one Work stream; True when it ended by a drain (or a stop), else raises."""
+        assert self.for_informer is not None
+        assert self._stop_event is not None
+        stream = WorkStream(
+            self.client,
+            self.queue,
+            max_in_flight=self.concurrency,
+            worker_name=self._worker_name(),
+            object_informer_id=self.for_informer.id,
+            on_refusal=lambda r: self.metrics.refused(refusal_reason(r)),
+            logger=_log,
+        )
+        session = _Session(stream)
+        try:
+            await stream.start()
+        except BaseException:
+            await stream.close()
+            raise
+        self.streams_opened += 1
+        self._backoff.reset()
+        self.log.info(
+            "work stream on %s started (epoch %d, credit %d)",
+            self.queue,
+            stream.epoch,
+            self.concurrency,
+        )
+        work: asyncio.Queue[work_pb2.Lease] = asyncio.Queue()
+        workers = [
+            asyncio.create_task(
+                self._worker(session, work, reconcile, executor), name=f"{self.name} worker {i}"
+            )
+            for i in range(self.concurrency)
+        ]
+        stopper = asyncio.create_task(self._drain_on_stop(stream, drain_timeout_s))
+        try:
+            while (batch := await stream.receive()) is not None:
+                for lease in batch:
+                    work.put_nowait(lease)
+            self.log.info("work stream on %s drained", self.queue)
+            return True
+        except InformerdError:
+            if self._stop_requested:
+                self.log.warning("work stream on %s ended while draining", self.queue)
+                return True
+            raise
+        finally:
+            session.alive = False
+            stopper.cancel()
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, stopper, return_exceptions=True)
+            await stream.close()
+
+    async def _drain_on_stop(self, stream: WorkStream, drain_timeout_s: float | None) -> None:
+        assert self._stop_event is not None
+        await self._stop_event.wait()
+        stream.drain()
+        if drain_timeout_s is not None:
+            await asyncio.sleep(drain_timeout_s)
+            self.log.warning("drain took over %.1f s: cancelling reconciles", drain_timeout_s)
+            await stream.close()
+
+    async def _worker(
+        self,
+        session: _Session,
+        work: asyncio.Queue[work_pb2.Lease],
+        reconcile: Reconciler,
+        executor: concurrent.futures.ThreadPoolExecutor | None,
+    ) -> None:
+        while True:
+            lease = await work.get()
+            await self._reconcile_one(session, lease, reconcile, executor)
+
+    def _context(self, lease: work_pb2.Lease) -> Context:
+        object_key = lease.object_key or lease.key
+        namespace, name = split_key(object_key)
+        logger = ContextLogger(
+            _log, {"controller": self.name, "key": lease.key, "token": lease.token}
+        )
+        return Context(
+            key=lease.key,
+            namespace=namespace,
+            name=name,
+            cluster=lease.cluster,
+            object_key=object_key,
+            token=lease.token,
+            requeues=lease.requeues,
+            logger=logger,
+            client=self.client,
+            controller=self.name,
+            queue=self.queue,
+        )
+
+    async def _reconcile_one(
+        self,
+        session: _Session,
+        lease: work_pb2.Lease,
+        reconcile: Reconciler,
+        executor: concurrent.futures.ThreadPoolExecutor | None,
+    ) -> None:
+        obj = KubeObject(lease.object.object) if lease.object.found else None
+        ctx = self._context(lease)
+        m = self.metrics
+        m.active_workers.inc()
+        started = time.perf_counter()
+        result = work_pb2.Outcome.SUCCESS
+        delay_s = 0.0
+        error = ""
+        label = "success"
+        try:
+            if executor is not None:
+                call = functools.partial(contextvars.copy_context().run, reconcile, obj, ctx)
+                value = await asyncio.get_running_loop().run_in_executor(executor, call)
+            else:
+                value = reconcile(obj, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+            if value is None or value == Result.done():
+                pass
+            elif isinstance(value, Result) and value.kind == "requeue":
+                result, label = work_pb2.Outcome.RETRY, "requeue"
+            elif isinstance(value, Result):
+                result, label = work_pb2.Outcome.FORGET_AND_REQUEUE_AFTER, "requeue_after"
+                delay_s = value.delay_s
+            else:
+                raise TypeError(f"reconcile returned {value!r}, want a Result or None")
+        except asyncio.CancelledError:
+            ctx.logger.info("reconcile cancelled: the work stream ended")
+            raise
+        except TerminalError as e:
+            error = f"terminal: {type(e).__name__}: {e}"
+            label = "error"
+            m.reconcile_errors.inc()
+            m.terminal_errors.inc()
+            ctx.logger.error("Reconciler error (terminal, not retried): %s", e, exc_info=True)
+        except Exception as e:
+            result, label = work_pb2.Outcome.RETRY, "error"
+            error = f"{type(e).__name__}: {e}"
+            m.reconcile_errors.inc()
+            ctx.logger.error("Reconciler error: %s", e, exc_info=True)
+        finally:
+            m.active_workers.dec()
+            m.reconcile_time.observe(time.perf_counter() - started)
+        m.reconcile_total[label].inc()
+        if not session.alive:
+            ctx.logger.info("outcome dropped: the work stream it came from ended")
+            return
+        try:
+            session.stream.complete(lease, result, requeue_after_s=delay_s, error=error)
+        except FailedPrecondition:
+            ctx.logger.info("outcome dropped: the work stream was closed")
+
+
+__all__ = ["Context", "ContextLogger", "Controller", "Reconciler", "Result", "TerminalError"]

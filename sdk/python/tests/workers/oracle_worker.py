@@ -1,0 +1,55 @@
+"""A worker process for the controller's multi-process tests.
+
+Runs a Controller on the ConfigMaps of one namespace; every reconcile appends a start line and
+an end line (``S|E pid key token monotonic``, one ``write`` each on an O_APPEND file, so lines
+of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` seconds between.
+SIGTERM/SIGINT drain the controller; the process then exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import time
+
+import informerd
+from informerd import Context, Controller, KubeObject
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--target", required=True)
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--queue", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--sleep", type=float, default=0.1)
+    p.add_argument("--concurrency", type=int, default=2)
+    args = p.parse_args()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    pid = os.getpid()
+
+    def record(kind: str, ctx: Context) -> None:
+        os.write(fd, f"{kind} {pid} {ctx.key} {ctx.token} {time.monotonic():.6f}\n".encode())
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        record("S", ctx)
+        await asyncio.sleep(args.sleep)
+        record("E", ctx)
+
+    async def run() -> None:
+        async with informerd.Client.connect(args.target, timeout_s=20) as client:
+            ctl = Controller(args.queue, client, concurrency=args.concurrency)
+            ctl.for_("v1", "ConfigMap", namespace=args.namespace)
+            await ctl.run(reconcile, shutdown_on_signal=True)
+
+    asyncio.run(run())
+    os.close(fd)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

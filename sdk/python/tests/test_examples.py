@@ -8,8 +8,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,22 +18,11 @@ from prometheus_client import CollectorRegistry
 import informerd
 from examples import configmap_hash, crd_finalizer
 from informerd import kube
-from informerd.testing import Daemon, KubeApiServer
+from informerd.testing import Daemon, KubeApiServer, eventually
 from informerd.testing.plugin import ApplyManifest
 
 DEADLINE_S = 60.0
 SDK = Path(__file__).resolve().parents[1]
-
-
-async def eventually(
-    what: str, check: Callable[[], Awaitable[bool]], deadline_s: float = DEADLINE_S
-) -> None:
-    """Polls ``check`` until it is true; fails naming ``what`` after ``deadline_s``."""
-    deadline = time.monotonic() + deadline_s
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"not within {deadline_s} s: {what}")
-        await asyncio.sleep(0.1)
 
 
 class Example(Protocol):
@@ -138,7 +126,11 @@ async def configmap_hash_running(
     )
     state = HashFixture(example, kube_api, kube_namespace)
     async with running(example):
-        await eventually("every Deployment that mounts a ConfigMap is annotated", state.annotated)
+        await eventually(
+            state.annotated,
+            "every Deployment that mounts a ConfigMap is annotated",
+            timeout_s=DEADLINE_S,
+        )
         yield state
 
 
@@ -178,7 +170,7 @@ async def test_configmap_hash_reannotates_exactly_the_deployments_that_mount_a_c
         changed = h["d-a"] != before["d-a"] and h["d-ab"] != before["d-ab"]
         return changed and await state.settled(("d-a", "d-ab"))
 
-    await eventually("d-a and d-ab carry the new hash", reannotated, deadline_s=30)
+    await eventually(reannotated, "d-a and d-ab carry the new hash", timeout_s=30)
     after = await state.hashes()
     assert after["d-b"] == before["d-b"]
     assert after["d-none"] is None
@@ -226,7 +218,9 @@ async def test_crd_finalizer_adds_writes_status_and_cleans_up(
 
     async with running(example):
         await apply_manifest(widget("w1", 3))
-        await eventually("w1's status observes generation 1", lambda: observed("w1", 1))
+        await eventually(
+            lambda: observed("w1", 1), "w1's status observes generation 1", timeout_s=DEADLINE_S
+        )
         w1 = await kube.get(kube_api, widgets, "w1", namespace=ns)
         assert w1["metadata"]["finalizers"] == [crd_finalizer.FINALIZER]
         [ready] = w1["status"]["conditions"]
@@ -235,10 +229,14 @@ async def test_crd_finalizer_adds_writes_status_and_cleans_up(
         assert await inventory() == {"w1": "3"}
 
         await apply_manifest(widget("w1", 5))
-        await eventually("w1's status observes generation 2", lambda: observed("w1", 2))
+        await eventually(
+            lambda: observed("w1", 2), "w1's status observes generation 2", timeout_s=DEADLINE_S
+        )
         assert await inventory() == {"w1": "5"}
         await apply_manifest(widget("w2", 1))
-        await eventually("w2's status observes generation 1", lambda: observed("w2", 1))
+        await eventually(
+            lambda: observed("w2", 1), "w2's status observes generation 1", timeout_s=DEADLINE_S
+        )
         # Neither the finalizer nor the status writes woke the controller again: w1 was
         # reconciled once per generation.
         assert example.reconciled[f"{ns}/w1"] == [1, 2]
@@ -255,7 +253,7 @@ async def test_crd_finalizer_adds_writes_status_and_cleans_up(
                 return True
             return False
 
-        await eventually("w1 is deleted", w1_gone)
+        await eventually(w1_gone, "w1 is deleted", timeout_s=DEADLINE_S)
         assert await inventory() == {"w2": "1"}
         assert example.events[f"{ns}/w1"][-1] is kube.FinalizerEvent.CLEANED_UP
         assert (await kube.get(kube_api, widgets, "w2", namespace=ns))["metadata"]["finalizers"]
@@ -305,7 +303,7 @@ async def test_crd_finalizer_main_runs_as_a_program_and_drains_on_sigterm(
             )
             return (w.get("status") or {}).get("observedGeneration") == 1
 
-        await eventually("the program reconciled the Widget", ready)
+        await eventually(ready, "the program reconciled the Widget", timeout_s=DEADLINE_S)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +408,33 @@ async def test_the_kube_fixtures_run_informerd_against_the_real_server(
     obj = await gizmos.get(f"{kube_namespace}/served")
     assert obj is not None
     assert obj.body["spec"] == {"size": 2}
+
+
+async def test_an_unreachable_or_silent_api_server_fails_within_the_deadline() -> None:
+    from kubernetes_asyncio.client import ApiClient, Configuration
+
+    async def never_answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.read(1 << 16):  # reads the request, answers nothing, until EOF
+            pass
+        writer.close()
+
+    silent = await asyncio.start_server(never_answer, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    refused_port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    try:
+        for host, error in (
+            (f"http://127.0.0.1:{refused_port}", informerd.Unavailable),
+            (f"http://127.0.0.1:{port}", informerd.Timeout),
+        ):
+            config = Configuration(host=host)
+            async with ApiClient(config) as api:
+                started = time.monotonic()
+                with pytest.raises(error, match="GET /api/v1/namespaces/x/configmaps/y"):
+                    await kube.get(api, CONFIGMAPS, "y", namespace="x", timeout_s=1.0)
+                assert time.monotonic() - started < 30
+    finally:
+        silent.close()
+        await silent.wait_closed()

@@ -372,8 +372,9 @@ async def test_bad_input_gets_clear_errors_naming_the_argument(kube_api: Any) ->
         kube.Finalizer(kube_api, GIZMOS, "cleanup")
     with pytest.raises(ValueError, match=r"Resource\.plural"):
         kube.Resource("v1", "ConfigMap", "")
-    with pytest.raises(ValueError, match=r"Resource\.api_version"):
-        kube.Resource("a/b/c", "ConfigMap", "configmaps")
+    for bad in ("a/b/c", "/v1", "apps/", ""):
+        with pytest.raises(ValueError, match=r"Resource\.api_version"):
+            kube.Resource(bad, "ConfigMap", "configmaps")
     with pytest.raises(ValueError, match="namespace: ConfigMap is namespaced"):
         CONFIGMAPS.path("x")
     with pytest.raises(ValueError, match="field_manager"):

@@ -94,8 +94,8 @@ class Resource:
     def __post_init__(self) -> None:
         for name in ("api_version", "kind", "plural"):
             value = getattr(self, name)
-            slashes = 1 if name == "api_version" else 0
-            if not isinstance(value, str) or not value.strip("/") or value.count("/") > slashes:
+            parts = value.split("/") if isinstance(value, str) else []
+            if not all(parts) or not 1 <= len(parts) <= (2 if name == "api_version" else 1):
                 raise ValueError(f"Resource.{name}: invalid value {value!r}")
 
     @classmethod

@@ -7,6 +7,12 @@ Deployment informer: ``configmaps`` indexes each Deployment by the names of the 
 pod template mounts, and a ConfigMap event enqueues the Deployments whose index holds its name.
 Reads come from informerd's caches; the one write is a server-side apply of the pod template's
 annotation ``informerd.io/configmap-hash`` (a changed pod template makes the Deployment roll).
+The annotation changes the Deployment's generation, so each write is followed by one more
+reconcile, which finds the hash current and writes nothing.
+
+Known issue: the daemon's field paths do not yet walk arrays of objects mid-path
+(``volumes[].configMap.name``), so today the index is empty and a ConfigMap change enqueues
+nothing; Deployments are still annotated when they change (see the SDK's README).
 
     python -m examples.configmap_hash --target 127.0.0.1:7470 --kubeconfig ~/.kube/config \\
         --namespace demo

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 
 import informerd
 from informerd import Context, Controller, KubeObject, Result, TerminalError
+from informerd.informers import label_index
 from informerd.queues import exponential, generation_changed
 from informerd.testing import Daemon, FakeApiServer, eventually, queue_idle
 
@@ -496,3 +497,142 @@ async def test_stop_drains_in_flight_reconciles(
     state = (await informerd_client.queues.get("ctl-stop")).state
     assert state.in_flight == 0
     assert state.depth == 3  # the rest waits for the next worker
+    # The controller runs again and takes the rest; stop() before run() makes run return.
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: len(finished) == 6, "the rest reconciled")
+    await stop_controller(ctl, task)
+    ctl.stop()
+    await asyncio.wait_for(ctl.run(reconcile), 30)
+
+
+async def test_a_lost_stream_cancels_in_flight_reconciles_and_redelivers(
+    informerd_daemon: Daemon,
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    keys = seed_keys(fake_apiserver, "ctl-loss", 2)
+    tokens: dict[str, list[int]] = defaultdict(list)
+    cancelled: list[int] = []
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        tokens[ctx.key].append(ctx.token)
+        if len(tokens[ctx.key]) == 1:
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                cancelled.append(ctx.token)
+                raise
+
+    ctl = Controller("ctl-loss", informerd_client, concurrency=2, registry=registry)
+    ctl.for_("v1", "ConfigMap", namespace="ctl-loss")
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: set(tokens) == keys, "both keys in flight")
+    # The daemon dies (its state with it) and comes back: the stream breaks.
+    await asyncio.to_thread(informerd_daemon.restart, signal.SIGKILL)
+    await eventually(lambda: all(len(tokens[k]) == 2 for k in keys), "both reconciled again", 90)
+    assert sorted(cancelled) == sorted(t[0] for t in tokens.values())
+    assert all(t[1] > t[0] for t in tokens.values())
+    await eventually(lambda: queue_idle(informerd_client, "ctl-loss"), "the queue idle")
+    # The cancelled reconciles sent nothing: nothing was refused.
+    assert not registry.get_sample_value(
+        "informerd_sdk_work_refusals_total", {"controller": "ctl-loss", "reason": "KEY_NOT_HELD"}
+    )
+    await stop_controller(ctl, task)
+
+
+async def test_a_drain_timeout_cancels_hung_reconciles(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    keys = seed_keys(fake_apiserver, "ctl-hung", 1)
+    started: list[str] = []
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        started.append(ctx.key)
+        await asyncio.sleep(3600)
+
+    ctl = Controller("ctl-hung", informerd_client, registry=registry)
+    ctl.for_("v1", "ConfigMap", namespace="ctl-hung")
+    task = asyncio.create_task(ctl.run(reconcile, drain_timeout_s=0.5))
+    await eventually(lambda: started == sorted(keys), "the reconcile in flight")
+    ctl.stop()
+    await asyncio.wait_for(task, 30)
+
+    async def given_back() -> bool:
+        state = (await informerd_client.queues.get("ctl-hung")).state
+        return state.in_flight == 0 and state.depth == 1
+
+    await eventually(given_back, "the key back in the queue")
+
+
+def _apply(api: FakeApiServer, path: str, body: dict[str, Any]) -> Any:
+    return _http(api, "POST", path, body, "application/json")
+
+
+async def test_owns_and_watches_enqueue_the_owner_and_the_indexed_objects(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    api, ns = fake_apiserver, "ctl-owns"
+    _apply(api, "/api/v1/namespaces", {"metadata": {"name": ns}})
+    dep = _apply(
+        api,
+        f"/apis/apps/v1/namespaces/{ns}/deployments",
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            # The daemon's field paths do not walk arrays mid-path (field_path.cc), so
+            # spec.template.spec.volumes.configMap.name indexes nothing: a label says which
+            # ConfigMap the Deployment uses.
+            "metadata": {"name": "web", "labels": {"config": "settings"}},
+        },
+    )
+    counts: Counter[str] = Counter()
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        counts[ctx.key] += 1
+
+    ctl = Controller("ctl-owns", informerd_client, registry=registry)
+    ctl.for_(
+        "apps/v1",
+        "Deployment",
+        namespace=ns,
+        indexes={"configmaps": label_index("config")},
+    )
+    ctl.owns("v1", "Pod")
+    ctl.watches("v1", "ConfigMap", index="configmaps", value_from="name")
+    task = asyncio.create_task(ctl.run(reconcile))
+    key = f"{ns}/web"
+    await eventually(lambda: counts[key] >= 1, "the Deployment reconciled")
+    await eventually(lambda: queue_idle(informerd_client, "ctl-owns"), "the queue idle")
+    before = counts[key]
+    owner = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "name": "web",
+        "uid": dep["metadata"]["uid"],
+        "controller": True,
+    }
+    _apply(
+        api,
+        f"/api/v1/namespaces/{ns}/pods",
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "web-1", "ownerReferences": [owner]},
+        },
+    )
+    await eventually(lambda: counts[key] > before, "the owned Pod enqueued its Deployment")
+    await eventually(lambda: queue_idle(informerd_client, "ctl-owns"), "the queue idle")
+    before = counts[key]
+    _apply(
+        api,
+        f"/api/v1/namespaces/{ns}/configmaps",
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}},
+    )
+    await eventually(lambda: counts[key] > before, "the used ConfigMap enqueued the Deployment")
+    assert set(counts) == {key}
+    await stop_controller(ctl, task)

@@ -100,7 +100,7 @@ async def test_create_is_idempotent_and_a_different_spec_conflicts(
         rate_limiter=fast_slow(5, 1000, 3),
     )
     await informerd_client.queues.create(again)
-    with pytest.raises(informerd.InformerdError) as e:
+    with pytest.raises(informerd.FailedPrecondition) as e:
         await informerd_client.queues.create(queue_spec("q-create", [object_source(cms)]))
     assert e.value.reason == "QUEUE_EXISTS_WITH_OTHER_SPEC"
 

@@ -8,7 +8,7 @@ import pytest
 
 import informerd
 from informerd.queues import exponential, queue_spec
-from informerd.testing import eventually
+from informerd.testing import eventually, queue_idle
 from informerd.v1 import work_pb2
 from informerd.work import Outcome, WorkStream
 
@@ -93,7 +93,9 @@ async def test_heartbeats_keep_leases_and_expired_outcomes_are_refused(
     stream.complete(lease, Outcome.SUCCESS)
     (second,) = await receive_all(stream, 1)
     assert (await q.get("w-lease")).state.expired_leases == 0
-    # Without heartbeats the lease expires; its late outcome is refused, not retried.
+    # Without heartbeats the lease expires. A heartbeat then is refused; the lease is no longer
+    # heartbeated but still answered (an expired lease holds credit until its outcome), and that
+    # late outcome is refused too, never retried.
     stream._stop_heartbeats()
 
     async def expired() -> bool:
@@ -102,24 +104,23 @@ async def test_heartbeats_keep_leases_and_expired_outcomes_are_refused(
     await eventually(expired, "the unheartbeated lease expired")
     refused: list[work_pb2.Refusal] = []
     stream._on_refusal = refused.append
-    stream.complete(second, Outcome.SUCCESS)
-    other = WorkStream(informerd_client, "w-lease", max_in_flight=1)
-    await other.start()
-    # The expired key is handed out again (to the other stream: this one's credit is still used
-    # until the refusal arrives).
     receiving = asyncio.create_task(stream.receive())
-    (again,) = await receive_all(other, 1)
+    stream._heartbeat_due = True
+    stream._wake.set()
+    await eventually(lambda: stream.refusals["LEASE_EXPIRED"] == 1, "the heartbeat refused")
+    assert (second.key, second.token) in stream.held
+    stream.complete(second, Outcome.SUCCESS)
+    # The refusal of the outcome frees the credit: the expired key comes back to this stream.
+    (again,) = await asyncio.wait_for(receiving, 30) or []
     assert again.key == second.key
     assert again.token > second.token
-
-    async def refusal_seen() -> bool:
-        return stream.refusals["LEASE_EXPIRED"] == 1
-
-    await eventually(refusal_seen, "the refusal arrived")
-    assert refused[0].key == second.key
+    stream.complete(again, Outcome.SUCCESS)
+    receiving = asyncio.create_task(stream.receive())  # reads the refusal if it came after
+    await eventually(lambda: stream.refusals["LEASE_EXPIRED"] == 2, "the outcome refused")
+    assert [r.key for r in refused] == [second.key, second.key]
+    await eventually(lambda: queue_idle(informerd_client, "w-lease"), "the queue idle")
     receiving.cancel()
     await stream.close()
-    await other.close()
 
 
 async def test_closing_a_stream_gives_its_keys_to_the_next(

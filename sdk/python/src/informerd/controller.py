@@ -328,13 +328,11 @@ class Controller:
         """Objects of this kind enqueue the ``for_`` objects whose index ``index`` (one of
         ``for_``'s ``indexes``) holds their key (``value_from="key"``) or name (``"name"``)."""
         _check_gvk(api_version, kind)
-        index_source(
-            "validate", index_informer="validate", index_name=index, value_from=value_from,
-            predicates=predicates,
-        )  # fmt: skip
+        predicates = _checked_predicates(predicates)
+        index_source("-", index_informer="-", index_name=index, value_from=value_from)
         self._watches.append(
             _Watch(
-                "watches", api_version, kind, namespace, label_selector, list(predicates),
+                "watches", api_version, kind, namespace, label_selector, predicates,
                 index=index, value_from=value_from,
             )
         )  # fmt: skip
@@ -462,7 +460,9 @@ class Controller:
         )
         self._loop = asyncio.get_running_loop()
         self._stop_event = asyncio.Event()
-        if self._stop_requested:
+        if self._stop_requested:  # stop() came before run()
+            self._stop_requested = False
+            self._loop = self._stop_event = None
             return
         signals: list[signal.Signals] = []
         if shutdown_on_signal:
@@ -488,6 +488,7 @@ class Controller:
                 executor.shutdown(wait=False, cancel_futures=True)
             self._loop = None
             self._stop_event = None
+            self._stop_requested = False  # the controller may run again
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self.log.info("%s: draining", sig.name)
@@ -501,7 +502,8 @@ class Controller:
     ) -> None:
         while True:
             try:
-                await self._ensure()
+                if not await self._unless_stopped(self._ensure()):
+                    return
                 break
             except Unavailable as e:
                 delay = self._backoff.next()
@@ -512,9 +514,8 @@ class Controller:
         lost = False
         while not self._stop_requested:
             try:
-                if lost:
-                    await self.client.reensure()
-                    await self._wait_for_sync()
+                if lost and not await self._unless_stopped(self._reensure()):
+                    return
                 if await self._session(reconcile, executor, drain_timeout_s):
                     return
             except (InvalidArgument, PermissionDenied):
@@ -529,6 +530,28 @@ class Controller:
                     "work stream on %s lost (%s); reconnecting in %.1f s", self.queue, e, delay
                 )
                 await self._sleep_unless_stopped(delay)
+
+    async def _reensure(self) -> None:
+        await self.client.reensure()
+        await self._wait_for_sync()
+
+    async def _unless_stopped(self, step: Awaitable[object]) -> bool:
+        """Runs ``step``; False (``step`` cancelled) if the controller is stopped first."""
+        assert self._stop_event is not None
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(self._stop_event.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        if task.cancelled():
+            return False
+        task.result()
+        return True
 
     def _worker_name(self) -> str:
         return f"{self.name}@{socket.gethostname()}/{os.getpid()}"

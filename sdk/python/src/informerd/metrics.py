@@ -8,7 +8,7 @@ requeue_after), ``controller_runtime_reconcile_errors_total{controller}``,
 ``controller_runtime_active_workers{controller}``,
 ``controller_runtime_max_concurrent_reconciles{controller}``. The SDK adds
 ``informerd_sdk_work_refusals_total{controller,reason}`` (outcomes the daemon refused) and
-``informerd_sdk_work_reconnects_total{controller}`` (Work streams reopened after a loss).
+``informerd_sdk_work_reconnects_total{controller}`` (reconnect attempts after a lost stream).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class _Collectors:
         )
         self.reconnects = Counter(
             "informerd_sdk_work_reconnects_total",
-            "Work streams reopened after the previous one broke",
+            "Reconnect attempts after a Work stream broke",
             ["controller"],
             registry=registry,
         )

@@ -28,7 +28,13 @@ from typing import TYPE_CHECKING
 import grpc
 import grpc.aio
 
-from informerd.errors import FailedPrecondition, InformerdError, error_from_status, from_rpc_error
+from informerd.errors import (
+    Cancelled,
+    FailedPrecondition,
+    InformerdError,
+    error_from_status,
+    from_rpc_error,
+)
 from informerd.queues import validate_queue_name
 from informerd.v1 import errors_pb2, work_pb2
 
@@ -51,6 +57,12 @@ def _count(value: int, argument: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ValueError(f"{argument}: {value}, want {low} .. {high}")
     return value
+
+
+def _task_cancelling() -> bool:
+    task = asyncio.current_task()
+    cancelling = getattr(task, "cancelling", None)  # Python 3.11+
+    return bool(cancelling()) if callable(cancelling) else False
 
 
 def refusal_reason(refusal: work_pb2.Refusal) -> str:
@@ -98,7 +110,11 @@ class WorkStream:
         self.refusals: Counter[str] = Counter()
         #: Outcome messages sent (each carries every outcome completed in one loop tick).
         self.outcome_messages = 0
-        self._held: dict[str, int] = {}  # key -> token of leases delivered and not answered
+        # Leases delivered and not answered, as (key, token): a key whose lease expired may be
+        # delivered again while its first reconcile still runs. Expired ones are no longer
+        # heartbeated but still answered: an expired lease holds credit until its outcome.
+        self._held: set[tuple[str, int]] = set()
+        self._expired: set[tuple[str, int]] = set()
         self._pending: list[work_pb2.Outcome] = []
         self._wake = asyncio.Event()
         self._drain_requested = False
@@ -125,9 +141,9 @@ class WorkStream:
         return self.started.lease_timeout_ms / 1000
 
     @property
-    def held(self) -> dict[str, int]:
-        """Leases delivered and not yet answered: key → token (a copy)."""
-        return dict(self._held)
+    def held(self) -> set[tuple[str, int]]:
+        """Leases delivered and not yet answered, as (key, token) (a copy)."""
+        return set(self._held)
 
     async def _requests(self) -> AsyncIterator[work_pb2.ProcessRequest]:
         yield work_pb2.ProcessRequest(start=self._start)
@@ -140,8 +156,9 @@ class WorkStream:
                 yield work_pb2.ProcessRequest(outcomes=work_pb2.Outcomes(outcomes=batch))
             if self._heartbeat_due:
                 self._heartbeat_due = False
-                if self._held:
-                    refs = [work_pb2.LeaseRef(key=k, token=t) for k, t in self._held.items()]
+                live = sorted(self._held - self._expired)
+                if live:
+                    refs = [work_pb2.LeaseRef(key=k, token=t) for k, t in live]
                     yield work_pb2.ProcessRequest(heartbeat=work_pb2.Heartbeat(leases=refs))
             if self._drain_requested and not self._drain_sent:
                 self._drain_sent = True
@@ -205,6 +222,12 @@ class WorkStream:
             except grpc.RpcError as e:
                 self._stop_heartbeats()
                 raise from_rpc_error(e) from None
+            except asyncio.CancelledError:
+                # grpc.aio raises CancelledError from a read of a call cancelled by close();
+                # only a cancellation of the reading task itself stays one.
+                if not self._closing or _task_cancelling():
+                    raise
+                raise Cancelled(f"Work stream on {self.queue} closed") from None
             if not isinstance(resp, work_pb2.ProcessResponse):
                 self._stop_heartbeats()
                 if await self._call.code() == grpc.StatusCode.OK and self._drain_sent:
@@ -214,7 +237,7 @@ class WorkStream:
             if kind == "leases":
                 leases = list(resp.leases.leases)
                 for lease in leases:
-                    self._held[lease.key] = lease.token
+                    self._held.add((lease.key, lease.token))
                 return leases
             if kind == "refusals":
                 for refusal in resp.refusals.refusals:
@@ -222,8 +245,8 @@ class WorkStream:
 
     def _refused(self, refusal: work_pb2.Refusal) -> None:
         reason = refusal_reason(refusal)
-        if self._held.get(refusal.key) == refusal.token:
-            del self._held[refusal.key]
+        if (refusal.key, refusal.token) in self._held:
+            self._expired.add((refusal.key, refusal.token))  # a heartbeat's refusal
         self.refusals[reason] += 1
         self._log.warning(
             "informerd refused the outcome for %s (token %d): %s %s",
@@ -247,14 +270,16 @@ class WorkStream:
         """Queues the lease's outcome; everything completed in one loop tick goes in one
         message. A lease this stream does not hold (answered already) raises
         :class:`informerd.FailedPrecondition`."""
-        if self._held.get(lease.key) != lease.token:
+        ref = (lease.key, lease.token)
+        if ref not in self._held:
             raise FailedPrecondition(
                 f"{lease.key} (token {lease.token}) is not held by this stream",
                 reason="KEY_NOT_HELD",
             )
         if requeue_after_s < 0:
             raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
-        del self._held[lease.key]
+        self._held.discard(ref)
+        self._expired.discard(ref)
         self._pending.append(
             work_pb2.Outcome(
                 key=lease.key,
@@ -285,6 +310,7 @@ class WorkStream:
         if getattr(self, "_call", None) is not None:
             self._call.cancel()
         self._held.clear()
+        self._expired.clear()
         self._pending.clear()
 
     async def __aenter__(self) -> WorkStream:

@@ -10,10 +10,6 @@ annotation ``informerd.io/configmap-hash`` (a changed pod template makes the Dep
 The annotation changes the Deployment's generation, so each write is followed by one more
 reconcile, which finds the hash current and writes nothing.
 
-Known issue: the daemon's field paths do not yet walk arrays of objects mid-path
-(``volumes[].configMap.name``), so today the index is empty and a ConfigMap change enqueues
-nothing; Deployments are still annotated when they change (see the SDK's README).
-
     python -m examples.configmap_hash --target 127.0.0.1:7470 --kubeconfig ~/.kube/config \\
         --namespace demo
 """

@@ -147,13 +147,6 @@ async def test_configmap_hash_annotates_the_deployments_that_mount_configmaps(
     assert await state.hashes() == before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="informerd's field paths walk only a leaf array of scalars (server/informer/"
-    "field_path.cc), not arrays of objects mid-path as IndexSpec.field_path documents "
-    "('spec.volumes.secret.secretName (arrays are walked)'): the Deployment index "
-    "spec.template.spec.volumes.configMap.name is empty, so ConfigMap events enqueue nothing",
-)
 async def test_configmap_hash_reannotates_exactly_the_deployments_that_mount_a_changed_configmap(
     configmap_hash_running: HashFixture, apply_manifest: ApplyManifest
 ) -> None:

@@ -59,14 +59,18 @@ class Oracle:
         self.args = ["--target", target, "--namespace", namespace, "--queue", queue]
         self.procs: list[subprocess.Popen[bytes]] = []
 
-    def spawn(self, sleep_s: float, concurrency: int = 2) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, sleep_s: float, concurrency: int = 2, hang_file: Path | None = None
+    ) -> subprocess.Popen[bytes]:
         n = len(self.procs)
+        hang = ("--hang-file", str(hang_file)) if hang_file is not None else ()
         with (self.dir / f"worker{n}.log").open("wb") as log:
             proc = subprocess.Popen(
                 [
                     *(sys.executable, str(WORKER), *self.args),
                     *("--out", str(self.dir / f"w{n}.rec"), "--sleep", str(sleep_s)),
                     *("--concurrency", str(concurrency)),
+                    *hang,
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -157,7 +161,8 @@ async def test_a_killed_worker_loses_nothing_and_its_keys_come_back_quickly(
     oracle_factory: Callable[[str, str, str], Oracle],
 ) -> None:
     oracle = oracle_factory(informerd_daemon.target, "ctl-kill", "ctl-kill")
-    procs = [oracle.spawn(sleep_s=0.15) for _ in range(3)]
+    hang_file = oracle.dir / "victim.hang"
+    procs = [oracle.spawn(sleep_s=0.15, hang_file=hang_file if i == 1 else None) for i in range(3)]
     victim = procs[1]
     # Objects come once every worker is attached, so that each gets its share.
     await workers_attached(informerd_client, "ctl-kill", 3)
@@ -166,10 +171,15 @@ async def test_a_killed_worker_loses_nothing_and_its_keys_come_back_quickly(
     # The victim dies mid-reconcile near the end of the backlog: its keys go back to the end of
     # the queue, so what the redelivery time measures is the daemon noticing the lost stream,
     # not the other workers' backlog.
-    def near_the_end_and_busy() -> bool:
-        return len(oracle.finished_keys()) >= 170 and bool(oracle.open_of(victim.pid))
+    await eventually(lambda: len(oracle.finished_keys()) >= 150, "150 objects reconciled", 120)
+    # From now on the victim's reconciles hang: wait until one that started after this holds.
+    hang_file.touch()
+    hung_from = time.monotonic()
 
-    await eventually(near_the_end_and_busy, "the victim mid-reconcile near the end", 120)
+    def victim_hung() -> bool:
+        return any(iv.start > hung_from for iv in oracle.open_of(victim.pid))
+
+    await eventually(victim_hung, "the victim mid-reconcile near the end", 120)
     killed_at = time.monotonic()
     victim.send_signal(signal.SIGKILL)
     victim.wait(30)

@@ -2,7 +2,8 @@
 
 Runs a Controller on the ConfigMaps of one namespace; every reconcile appends a start line and
 an end line (``S|E pid key token monotonic``, one ``write`` each on an O_APPEND file, so lines
-of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` seconds between.
+of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` seconds between
+(forever once ``--hang-file`` exists).
 SIGTERM/SIGINT drain the controller; the process then exits 0.
 """
 
@@ -27,6 +28,9 @@ def main() -> int:
     p.add_argument("--out", required=True)
     p.add_argument("--sleep", type=float, default=0.1)
     p.add_argument("--concurrency", type=int, default=2)
+    # Once this file exists, reconciles that start never end (a worker wedged mid-reconcile,
+    # for the kill test: the kill then surely lands mid-reconcile, however loaded the machine).
+    p.add_argument("--hang-file", default="")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -37,6 +41,8 @@ def main() -> int:
 
     async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
         record("S", ctx)
+        if args.hang_file and os.path.exists(args.hang_file):  # noqa: ASYNC240 (a test probe)
+            await asyncio.sleep(3600)
         await asyncio.sleep(args.sleep)
         record("E", ctx)
 

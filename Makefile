@@ -9,13 +9,17 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run test test-cc test-sanitizers test-smoke test-go test-proto test-python bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example test test-cc test-sanitizers test-smoke test-go test-proto test-python bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
 
 run: bootstrap
 	@tools/run
+
+# With `make run` going in another shell: the Python SDK's example controller on its demo namespace.
+example: bootstrap
+	@tools/run_example
 
 test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto test-python
 	@echo "make test: all suites passed"

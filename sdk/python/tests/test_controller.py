@@ -646,3 +646,30 @@ async def test_owns_and_watches_enqueue_the_owner_and_the_indexed_objects(
     await eventually(lambda: counts[key] > before, "the used ConfigMap enqueued the Deployment")
     assert set(counts) == {key}
     await stop_controller(ctl, task)
+
+
+async def test_resync_reconciles_every_object_again_each_period(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    keys = seed_keys(fake_apiserver, "ctl-resync", 3)
+    seen: dict[str, list[float]] = defaultdict(list)
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        assert obj is not None  # a resync hands out the current object
+        seen[ctx.key].append(time.monotonic())
+
+    ctl = Controller(
+        "ctl-resync", informerd_client, concurrency=2, resync_period_s=1, registry=registry
+    )
+    ctl.for_("v1", "ConfigMap", namespace="ctl-resync")
+    task = asyncio.create_task(ctl.run(reconcile))
+    # Nothing changes: only the period brings the objects back, each at least three times.
+    await eventually(lambda: all(len(seen[k]) >= 3 for k in keys), "three resyncs of each", 60)
+    ctl.stop()
+    await asyncio.wait_for(task, 30)
+    for k in keys:
+        # Once per period (plus the first reconcile), not a hot loop.
+        span = seen[k][-1] - seen[k][0]
+        assert len(seen[k]) <= span / 1.0 + 2, f"{k}: {len(seen[k])} reconciles in {span:.1f} s"

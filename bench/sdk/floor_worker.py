@@ -27,8 +27,9 @@ import grpc
 import grpc.aio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import proc  # noqa: E402
-from informerd.v1 import work_pb2, work_pb2_grpc  # noqa: E402
+from informerd.v1 import work_pb2, work_pb2_grpc
+
+import proc
 
 _CHANNEL_OPTIONS = [
     ("grpc.max_receive_message_length", 64 << 20),

@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import proc  # noqa: E402
+import proc
 
 _seen: set[str] = set()
 
@@ -27,7 +27,7 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 @kopf.on.event("v1", "configmaps")
-async def reconcile(namespace: str, name: str, **_: Any) -> None:
+async def reconcile(namespace: str | None, name: str, **_: Any) -> None:
     key = f"{namespace}/{name}"
     if key not in _seen:
         _seen.add(key)

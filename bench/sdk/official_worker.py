@@ -18,7 +18,7 @@ from typing import Any
 from kubernetes import client, config, watch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import proc  # noqa: E402
+import proc
 
 
 def main() -> None:
@@ -38,7 +38,9 @@ def main() -> None:
 
     proc.emit(proc.READY)
     while True:  # a watch ends at the server's timeout; start it again, as users do
-        for event in watch.Watch().stream(core.list_namespaced_config_map, namespace=args.namespace):
+        for event in watch.Watch().stream(
+            core.list_namespaced_config_map, namespace=args.namespace
+        ):
             obj = event["object"]
             key = f"{obj.metadata.namespace}/{obj.metadata.name}"
             if event["type"] == "DELETED":

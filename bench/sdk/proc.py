@@ -59,7 +59,13 @@ def percentiles_us(samples: list[float]) -> dict[str, float]:
     def at(q: float) -> float:
         return s[min(len(s) - 1, int(q * len(s)))]
 
-    return {"count": len(s), "p50_us": at(0.5), "p90_us": at(0.9), "p99_us": at(0.99), "max_us": s[-1]}
+    return {
+        "count": len(s),
+        "p50_us": at(0.5),
+        "p90_us": at(0.9),
+        "p99_us": at(0.99),
+        "max_us": s[-1],
+    }
 
 
 def emit(line: str) -> None:

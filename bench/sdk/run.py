@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import informerd
 from informerd.queues import object_source, queue_spec
@@ -62,7 +62,9 @@ class Table:
     ) -> None:
         """A row; ``advantage`` is "times better than the reference" (rates: ours / ref;
         costs: ref / ours)."""
-        advantage = (ours / ref if higher_is_better else ref / ours) if ours > 0 and ref > 0 else 0.0
+        advantage = (
+            (ours / ref if higher_is_better else ref / ours) if ours > 0 and ref > 0 else 0.0
+        )
         self.rows.append(
             {
                 "name": name,
@@ -235,7 +237,9 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
             contenders.append(
                 (
                     "sdk",
-                    python("sdk_worker.py", "--namespace=bench-empty", f"--concurrency={in_flight}"),
+                    python(
+                        "sdk_worker.py", "--namespace=bench-empty", f"--concurrency={in_flight}"
+                    ),
                 )
             )
             for name, argv in contenders:
@@ -250,7 +254,10 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
                 await client.queues.delete(queue)
                 table.raw[queue] = r
                 rates[name] = r["keys_per_second"]
-                print(f"  {queue}: {r['keys_per_second']:,.0f} keys/s over {r['keys']} keys", flush=True)
+                print(
+                    f"  {queue}: {r['keys_per_second']:,.0f} keys/s over {r['keys']} keys",
+                    flush=True,
+                )
             best = max(rates[f"floor-{api}"] for api in FLOORS)
             best_name = max(FLOORS, key=lambda api: rates[f"floor-{api}"])
             shape = f"batch {batch}, {in_flight} in flight"
@@ -275,7 +282,15 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
                 )
             for api in FLOORS:
                 rate = rates[f"floor-{api}"]
-                table.row(f"floor: bare grpcio ({api}) drain, {shape}", "keys/s", rate, rate, "itself", 0.0, True)
+                table.row(
+                    f"floor: bare grpcio ({api}) drain, {shape}",
+                    "keys/s",
+                    rate,
+                    rate,
+                    "itself",
+                    0.0,
+                    True,
+                )
     finally:
         await client.close()
 
@@ -283,7 +298,9 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
 # --- change → reconcile entry -------------------------------------------------------------
 
 
-def make_changes(url: str, namespace: str, names: list[str], rate: float, seconds: float, threads: int) -> float:
+def make_changes(
+    url: str, namespace: str, names: list[str], rate: float, seconds: float, threads: int
+) -> float:
     """Merge-patches ConfigMaps at ``rate``/s for ``seconds``, each stamped with its send time
     (data.ts), on ``threads`` keep-alive connections; returns the rate made."""
     parsed = urllib.parse.urlparse(url)
@@ -337,23 +354,36 @@ async def wait_idle(client: informerd.Client, queue: str, timeout_s: float) -> N
         await asyncio.sleep(0.05)
 
 
-async def latency(args: argparse.Namespace, table: Table, api: FakeApiServer, daemon: Daemon, logdir: Path) -> None:
+async def latency(
+    args: argparse.Namespace, table: Table, api: FakeApiServer, daemon: Daemon, logdir: Path
+) -> None:
     namespace = "bench-changes"
     api.seed("configmaps", namespace, args.change_objects)
-    names = [o["metadata"]["name"] for o in api.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")["items"]]
+    names = [
+        o["metadata"]["name"]
+        for o in api.request("GET", f"/api/v1/namespaces/{namespace}/configmaps")["items"]
+    ]
     client = informerd.Client.connect(daemon.target)
     p99: dict[str, float] = {}
     try:
         informer = await client.informers.ensure("v1", "ConfigMap", namespace=namespace)
         await informer.wait_for_sync(timeout_s=60)
         contenders = {
-            "floor": python("floor_worker.py", "--api=sync", "--batch=16", "--in-flight=64", f"--object-informer={informer.id}"),
+            "floor": python(
+                "floor_worker.py",
+                "--api=sync",
+                "--batch=16",
+                "--in-flight=64",
+                f"--object-informer={informer.id}",
+            ),
             "sdk": python("sdk_worker.py", f"--namespace={namespace}", "--concurrency=64"),
         }
         for name, argv in contenders.items():
             queue = f"latency-{name}"
             await client.queues.create(queue_spec(queue, [object_source(informer)]))
-            w = Worker(queue, [*argv, f"--target={daemon.target}", f"--queue={queue}", "--latency"], logdir)
+            w = Worker(
+                queue, [*argv, f"--target={daemon.target}", f"--queue={queue}", "--latency"], logdir
+            )
             await asyncio.to_thread(w.wait_ready, args.timeout)
             await wait_idle(client, queue, args.timeout)  # the initial list's keys
             made = await asyncio.to_thread(
@@ -369,8 +399,8 @@ async def latency(args: argparse.Namespace, table: Table, api: FakeApiServer, da
             lat = r.get("latency") or proc.percentiles_us([])
             p99[name] = lat["p99_us"] / 1e3
             print(
-                f"  {queue}: {made:,.0f} changes/s, {lat['count']} timed, p50 {lat['p50_us'] / 1e3:.2f} ms "
-                f"p99 {lat['p99_us'] / 1e3:.2f} ms",
+                f"  {queue}: {made:,.0f} changes/s, {lat['count']} timed, "
+                f"p50 {lat['p50_us'] / 1e3:.2f} ms p99 {lat['p99_us'] / 1e3:.2f} ms",
                 flush=True,
             )
             table.row(
@@ -406,7 +436,9 @@ def create_configmaps(kubeconfig: Path, count: int) -> None:
     api.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=CM_NAMESPACE)))
 
     def create(i: int) -> None:
-        body = client.V1ConfigMap(metadata=client.V1ObjectMeta(name=f"cm-{i:06d}"), data={"i": str(i)})
+        body = client.V1ConfigMap(
+            metadata=client.V1ObjectMeta(name=f"cm-{i:06d}"), data={"i": str(i)}
+        )
         api.create_namespaced_config_map(CM_NAMESPACE, body)
 
     with ThreadPoolExecutor(4) as pool:
@@ -419,6 +451,7 @@ class Cold:
 
     seconds: float
     peak_rss_mib: float
+    peak_rss_mib_per_process: list[float]
     rss_mib: float
     cpu_s: float
     processes: int
@@ -449,9 +482,11 @@ def cold_start(
         if not all_seen.wait(timeout_s):
             sys.exit(f"bench-sdk: {name} saw {len(seen)} of {count} keys in {timeout_s} s")
         seconds = time.monotonic() - start
+        peaks = [round(proc.status_kib(p, "VmHWM") / 1024, 1) for p in pids]
         result = Cold(
             seconds=seconds,
-            peak_rss_mib=sum(proc.status_kib(p, "VmHWM") for p in pids) / 1024,
+            peak_rss_mib=sum(peaks),
+            peak_rss_mib_per_process=peaks,
             rss_mib=sum(proc.status_kib(p, "VmRSS") for p in pids) / 1024,
             cpu_s=sum(proc.cpu_seconds(p) for p in pids),
             processes=len(pids),
@@ -476,38 +511,119 @@ def kube(args: argparse.Namespace, table: Table, logdir: Path) -> None:
             results[f"informerd-{replicas}"] = run_informerd(args, kube_api, replicas, logdir)
             results[f"official-{replicas}"] = run_workers(
                 f"official-{replicas}",
-                [python("official_worker.py", f"--kubeconfig={kube_api.kubeconfig}", f"--namespace={CM_NAMESPACE}")]
+                [
+                    python(
+                        "official_worker.py",
+                        f"--kubeconfig={kube_api.kubeconfig}",
+                        f"--namespace={CM_NAMESPACE}",
+                    )
+                ]
                 * replicas,
                 args,
                 logdir,
             )
+        kopf = [sys.executable, "-m", "kopf", "run", f"--namespace={CM_NAMESPACE}"]
+        kopf_env = {"KUBECONFIG": str(kube_api.kubeconfig)}
+        script = str(HERE / "kopf_worker.py")
         results["kopf-1"] = run_workers(
-            "kopf-1",
-            [
-                [sys.executable, "-m", "kopf", "run", "--standalone", f"--namespace={CM_NAMESPACE}",
-                 str(HERE / "kopf_worker.py")]
-            ],
+            "kopf-1", [[*kopf, "--standalone", script]], args, logdir, env=kopf_env
+        )
+        # kopf's peering: distinct priorities, so that one replica is active and three pause.
+        install_kopf_peering(kube_api.kubeconfig, "bench")
+        results["kopf-4"] = run_workers(
+            "kopf-4",
+            [[*kopf, "--peering=bench", f"--priority={100 - i}", script] for i in range(4)],
             args,
             logdir,
-            env={"KUBECONFIG": str(kube_api.kubeconfig)},
+            env=kopf_env,
         )
     finally:
         kube_api.close()
     table.raw["kube"] = {k: vars(v) for k, v in results.items()}
     n = f"{args.configmaps // 1000}k" if args.configmaps >= 1000 else str(args.configmaps)
-    ours1, ours4 = results["informerd-1"], results["informerd-4"]
-    table.row(f"{n} ConfigMaps, 1 replica: start → all reconciled", "s", ours1.seconds,
-              results["kopf-1"].seconds, "kopf (standalone)", 10.0, False)
-    table.row(f"{n} ConfigMaps, 1 replica: start → all reconciled", "s", ours1.seconds,
-              results["official-1"].seconds, "official client watch", 0.0, False)
-    table.row(f"{n} ConfigMaps, 4 replicas: start → all reconciled", "s", ours4.seconds,
-              results["official-4"].seconds, "official client watch x4", 0.0, False)
-    table.row(f"{n} ConfigMaps, 1 replica: total peak RSS", "MiB", ours1.peak_rss_mib,
-              results["kopf-1"].peak_rss_mib, "kopf (standalone)", 0.0, False)
-    table.row(f"{n} ConfigMaps, 1 replica: total peak RSS", "MiB", ours1.peak_rss_mib,
-              results["official-1"].peak_rss_mib, "official client watch", 0.0, False)
-    table.row(f"{n} ConfigMaps, 4 replicas: total peak RSS (daemon + 4 workers)", "MiB", ours4.peak_rss_mib,
-              results["official-4"].peak_rss_mib, "official client watch x4", 2.0, False)
+    rows = [
+        # (replicas, contender, its name in the table, target for time, target for RSS)
+        (1, "kopf-1", "kopf (standalone)", 10.0, 0.0),
+        (1, "official-1", "official client watch", 0.0, 0.0),
+        (4, "kopf-4", "kopf x4 (peering: 1 active)", 10.0, 0.0),
+        (4, "official-4", "official client watch x4", 0.0, 2.0),
+    ]
+    for replicas, key, ref_name, time_target, _ in rows:
+        ours, ref = results[f"informerd-{replicas}"], results[key]
+        table.row(
+            f"{n} ConfigMaps, {replicas} replica{'s' if replicas > 1 else ''}: "
+            "start → all reconciled",
+            "s",
+            ours.seconds,
+            ref.seconds,
+            ref_name,
+            time_target,
+            False,
+        )
+    for replicas, key, ref_name, _, rss_target in rows:
+        ours, ref = results[f"informerd-{replicas}"], results[key]
+        table.row(
+            f"{n} ConfigMaps, {replicas} replica{'s' if replicas > 1 else ''}: total peak RSS "
+            f"(daemon + {replicas} worker{'s' if replicas > 1 else ''})",
+            "MiB",
+            ours.peak_rss_mib,
+            ref.peak_rss_mib,
+            ref_name,
+            rss_target,
+            False,
+        )
+
+
+def install_kopf_peering(kubeconfig: Path, name: str) -> None:
+    """kopf's namespaced peering CRD (kopf does not install it) and one KopfPeering object."""
+    from kubernetes import client, config
+
+    api = config.new_client_from_config(config_file=str(kubeconfig))
+    crd: Any = {  # the client takes a dict as well as its models
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "kopfpeerings.kopf.dev"},
+        "spec": {
+            "scope": "Namespaced",
+            "group": "kopf.dev",
+            "names": {"kind": "KopfPeering", "plural": "kopfpeerings", "singular": "kopfpeering"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "status": {
+                                    "type": "object",
+                                    "x-kubernetes-preserve-unknown-fields": True,
+                                }
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+    extensions = client.ApiextensionsV1Api(api)
+    extensions.create_custom_resource_definition(crd)
+
+    def established() -> bool:
+        status = extensions.read_custom_resource_definition("kopfpeerings.kopf.dev").status
+        conditions = (status.conditions if status is not None else None) or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    deadline = time.monotonic() + 60
+    while not established():
+        if time.monotonic() > deadline:
+            sys.exit("bench-sdk: kopf's peering CRD not established within 60 s")
+        time.sleep(0.1)
+    peering = {"apiVersion": "kopf.dev/v1", "kind": "KopfPeering", "metadata": {"name": name}}
+    client.CustomObjectsApi(api).create_namespaced_custom_object(
+        "kopf.dev", "v1", CM_NAMESPACE, "kopfpeerings", peering
+    )
 
 
 def run_workers(
@@ -520,7 +636,9 @@ def run_workers(
     workers: list[Worker] = []
 
     def spawn(on_seen: Callable[[str], None]) -> list[int]:
-        workers.extend(Worker(f"{name}.{i}", argv, logdir, on_seen, env) for i, argv in enumerate(argvs))
+        workers.extend(
+            Worker(f"{name}.{i}", argv, logdir, on_seen, env) for i, argv in enumerate(argvs)
+        )
         return [w.pid for w in workers]
 
     def stop() -> None:
@@ -530,18 +648,29 @@ def run_workers(
     return cold_start(name, spawn, stop, args.configmaps, args.timeout)
 
 
-def run_informerd(args: argparse.Namespace, kube_api: KubeApiServer, replicas: int, logdir: Path) -> Cold:
+def run_informerd(
+    args: argparse.Namespace, kube_api: KubeApiServer, replicas: int, logdir: Path
+) -> Cold:
     """informerd's cold start: the daemon and ``replicas`` SDK workers started together."""
     name = f"informerd-{replicas}"
     workers: list[Worker] = []
     daemons: list[Daemon] = []
 
     def spawn(on_seen: Callable[[str], None]) -> list[int]:
-        daemon = Daemon.start(kubeconfig=kube_api.kubeconfig, workdir=Path(tempfile.mkdtemp(prefix=name, dir=logdir)))
+        daemon = Daemon.start(
+            kubeconfig=kube_api.kubeconfig, workdir=Path(tempfile.mkdtemp(prefix=name, dir=logdir))
+        )
         daemons.append(daemon)
-        argv = python("sdk_worker.py", f"--target={daemon.target}", "--queue=cms", f"--namespace={CM_NAMESPACE}",
-                      f"--concurrency={args.kube_concurrency}", "--seen")
+        argv = python(
+            "sdk_worker.py",
+            f"--target={daemon.target}",
+            "--queue=cms",
+            f"--namespace={CM_NAMESPACE}",
+            f"--concurrency={args.kube_concurrency}",
+            "--seen",
+        )
         workers.extend(Worker(f"{name}.{i}", argv, logdir, on_seen) for i in range(replicas))
+        assert daemon.proc is not None
         return [daemon.proc.pid, *(w.pid for w in workers)]
 
     def stop() -> None:
@@ -557,9 +686,14 @@ def run_informerd(args: argparse.Namespace, kube_api: KubeApiServer, replicas: i
 
 
 async def fake_cluster_rows(args: argparse.Namespace, table: Table, logdir: Path) -> None:
-    with FakeApiServer.start(Path(tempfile.mkdtemp(prefix="fake-", dir=logdir))) as api, Daemon.start(
-        kubeconfig=api.kubeconfig, workdir=Path(tempfile.mkdtemp(prefix="informerd-", dir=logdir))
-    ) as daemon:
+    api = FakeApiServer.start(Path(tempfile.mkdtemp(prefix="fake-", dir=logdir)))
+    with (
+        api,
+        Daemon.start(
+            kubeconfig=api.kubeconfig,
+            workdir=Path(tempfile.mkdtemp(prefix="informerd-", dir=logdir)),
+        ) as daemon,
+    ):
         if "throughput" in args.only:
             print("Work stream drain: floors and the SDK ...", flush=True)
             await throughput(args, table, daemon, logdir)
@@ -569,22 +703,40 @@ async def fake_cluster_rows(args: argparse.Namespace, table: Table, logdir: Path
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--keys", type=int, default=1_000_000, help="keys drained per run at batch >= 16")
-    p.add_argument("--keys-batch1", type=int, default=200_000, help="keys drained per run at batch 1")
-    p.add_argument("--configmaps", type=int, default=10_000, help="ConfigMaps on the kube-apiserver")
-    p.add_argument("--kube-concurrency", type=int, default=64, help="SDK concurrency in the kube rows")
-    p.add_argument("--change-rate", type=float, default=1000.0, help="changes/s in the latency rows")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--keys", type=int, default=1_000_000, help="keys drained per run at batch >= 16"
+    )
+    p.add_argument(
+        "--keys-batch1", type=int, default=200_000, help="keys drained per run at batch 1"
+    )
+    p.add_argument(
+        "--configmaps", type=int, default=10_000, help="ConfigMaps on the kube-apiserver"
+    )
+    p.add_argument(
+        "--kube-concurrency", type=int, default=64, help="SDK concurrency in the kube rows"
+    )
+    p.add_argument(
+        "--change-rate", type=float, default=1000.0, help="changes/s in the latency rows"
+    )
     p.add_argument("--change-seconds", type=float, default=10.0, help="how long changes are made")
     p.add_argument("--change-objects", type=int, default=100, help="ConfigMaps the changes go to")
-    p.add_argument("--timeout", type=float, default=900.0, help="the most any one step may take (s)")
-    p.add_argument("--only", default="throughput,latency,kube", help="which parts to run (comma-separated)")
+    p.add_argument(
+        "--timeout", type=float, default=900.0, help="the most any one step may take (s)"
+    )
+    p.add_argument(
+        "--only", default="throughput,latency,kube", help="which parts to run (comma-separated)"
+    )
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/sdk.json")
     args = p.parse_args(argv)
     args.only = set(args.only.split(","))
     table = Table()
-    table.raw["arguments"] = {k: sorted(v) if isinstance(v, set) else str(v) if isinstance(v, Path) else v
-                              for k, v in vars(args).items()}
+    table.raw["arguments"] = {
+        k: sorted(v) if isinstance(v, set) else str(v) if isinstance(v, Path) else v
+        for k, v in vars(args).items()
+    }
     with tempfile.TemporaryDirectory(prefix="bench-sdk-") as tmp:
         logdir = Path(tmp)
         if args.only & {"throughput", "latency"}:

@@ -105,3 +105,10 @@ bench-informer: bootstrap
 .PHONY: bench-service
 bench-service: bootstrap
 	tools/bench_service
+
+# The Python SDK beside bare grpcio floors, kopf and the official kubernetes client
+# (tools/bench_sdk, bench/sdk/README.md): prints the table and writes bench/results/sdk.json.
+# BENCH_SDK_ARGS passes sizes and durations to bench/sdk/run.py (see its --help).
+.PHONY: bench-sdk
+bench-sdk: bootstrap
+	tools/bench_sdk $(BENCH_SDK_ARGS)

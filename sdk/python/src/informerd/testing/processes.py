@@ -17,7 +17,7 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 _ENV = {
     "informerd": ("INFORMERD_BIN", "bazel-bin/server/informerd"),
@@ -83,6 +83,9 @@ class _Process:
         self.stop(signal.SIGKILL)
 
 
+_Api = TypeVar("_Api", bound="ApiServer")
+
+
 class ApiServer(_Process):
     """What the daemon needs of an API server: a kubeconfig file."""
 
@@ -91,7 +94,7 @@ class ApiServer(_Process):
     def close(self) -> None:
         self.stop()
 
-    def __enter__(self) -> ApiServer:
+    def __enter__(self: _Api) -> _Api:
         return self
 
     def __exit__(

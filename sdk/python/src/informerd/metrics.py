@@ -13,6 +13,7 @@ requeue_after), ``controller_runtime_reconcile_errors_total{controller}``,
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
@@ -133,7 +134,11 @@ def _collectors(registry: CollectorRegistry) -> _Collectors:
 
 
 class ControllerMetrics:
-    """The series of one controller (label ``controller=name``) in ``registry``."""
+    """The series of one controller (label ``controller=name``) in ``registry``.
+
+    The per-reconcile figures are kept cheaply: :attr:`active` is a plain int that the
+    ``active_workers`` gauge reads when scraped, and :meth:`reconciled` counts in plain ints and
+    lists that go to the prometheus series once per event-loop tick (:meth:`flush`)."""
 
     def __init__(self, controller: str, registry: CollectorRegistry | None = None) -> None:
         c = _collectors(registry if registry is not None else REGISTRY)
@@ -146,6 +151,33 @@ class ControllerMetrics:
         self.active_workers = c.active_workers.labels(controller)
         self.max_concurrent = c.max_concurrent.labels(controller)
         self.reconnects = c.reconnects.labels(controller)
+        #: Reconciles running now (``controller_runtime_active_workers``).
+        self.active = 0
+        self.active_workers.set_function(lambda: self.active)
+        self._results = dict.fromkeys(RESULTS, 0)
+        self._times: list[float] = []
+        self._flush_scheduled = False
+
+    def reconciled(self, result: str, seconds: float) -> None:
+        """Counts one reconcile (``result``: one of RESULTS) that took ``seconds``; the series
+        are updated at the end of this loop tick. Call from the event loop's thread."""
+        self._results[result] += 1
+        self._times.append(seconds)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Applies what :meth:`reconciled` counted to the prometheus series."""
+        self._flush_scheduled = False
+        for result, n in self._results.items():
+            if n:
+                self.reconcile_total[result].inc(n)
+                self._results[result] = 0
+        times, self._times = self._times, []
+        observe = self.reconcile_time.observe
+        for seconds in times:
+            observe(seconds)
 
     def refused(self, reason: str) -> None:
         self._c.refusals.labels(self.controller, reason).inc()

@@ -536,6 +536,8 @@ async def test_stop_drains_in_flight_reconciles(
     ctl.for_("v1", "ConfigMap", namespace="ctl-stop")
     task = asyncio.create_task(ctl.run(reconcile))
     await eventually(lambda: len(started) == 3, "3 reconciles in flight")
+    active = {"controller": "ctl-stop"}
+    assert registry.get_sample_value("controller_runtime_active_workers", active) == 3
     ctl.stop()
     await asyncio.sleep(0.2)
     assert not task.done()  # waiting for the in-flight reconciles

@@ -47,6 +47,7 @@ import os
 import signal
 import socket
 import time
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
@@ -236,29 +237,47 @@ class _Session:
 
 
 class _Pool:
-    """Hands leases to the session's fixed pool of reconciler tasks: straight to an idle one
-    (each waits on its own future, so one lease wakes one task), else into a backlog that busy
-    tasks take from when they finish."""
+    """Hands leases to the session's fixed pool of reconciler tasks.
+
+    Leases wait in ``backlog``; a task that finishes a reconcile takes the next one without
+    suspending. An idle task waits on its own future and is woken only when leases wait and no
+    other wake is pending; a woken task that leaves leases behind wakes the next idle one. So a
+    batch of reconciles that never suspend costs one or two wake-ups, and reconciles that do
+    suspend still spread over the pool (one more task each loop tick)."""
 
     def __init__(self) -> None:
-        self.idle: deque[asyncio.Future[work_pb2.Lease]] = deque()
+        self.idle: deque[asyncio.Future[None]] = deque()
         self.backlog: deque[work_pb2.Lease] = deque()
+        self._waking = False
 
     def hand_out(self, leases: list[work_pb2.Lease]) -> None:
-        idle = self.idle
-        for lease in leases:
-            while idle:
-                waiter = idle.popleft()
-                if not waiter.done():
-                    waiter.set_result(lease)
-                    break
-            else:
-                self.backlog.append(lease)
+        self.backlog.extend(leases)
+        self._wake_one()
 
-    def wait(self, loop: asyncio.AbstractEventLoop) -> asyncio.Future[work_pb2.Lease]:
-        waiter: asyncio.Future[work_pb2.Lease] = loop.create_future()
+    def take(self) -> work_pb2.Lease | None:
+        """The next lease, or None when none waits (then :meth:`wait`)."""
+        if not self.backlog:
+            return None
+        lease = self.backlog.popleft()
+        if self.backlog:
+            self._wake_one()
+        return lease
+
+    async def wait(self, loop: asyncio.AbstractEventLoop) -> None:
+        waiter: asyncio.Future[None] = loop.create_future()
         self.idle.append(waiter)
-        return waiter
+        await waiter
+        self._waking = False
+
+    def _wake_one(self) -> None:
+        if self._waking:
+            return
+        while self.idle:
+            waiter = self.idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._waking = True
+                return
 
 
 class Controller:
@@ -702,8 +721,11 @@ class Controller:
     ) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            lease = pool.backlog.popleft() if pool.backlog else await pool.wait(loop)
-            await self._reconcile_one(session, lease, reconcile, executor)
+            lease = pool.take()
+            if lease is None:
+                await pool.wait(loop)
+            else:
+                await self._reconcile_one(session, lease, reconcile, executor)
 
     async def _reconcile_one(
         self,
@@ -727,7 +749,7 @@ class Controller:
                 value = await asyncio.get_running_loop().run_in_executor(executor, call)
             else:
                 value = reconcile(obj, ctx)
-            if inspect.isawaitable(value):
+            if type(value) is types.CoroutineType or inspect.isawaitable(value):
                 value = await value
             if value is None:
                 pass

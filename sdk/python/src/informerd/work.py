@@ -271,15 +271,17 @@ class WorkStream:
         message. A lease this stream does not hold (answered already) raises
         :class:`informerd.FailedPrecondition`."""
         ref = (lease.key, lease.token)
-        if ref not in self._held:
+        if requeue_after_s < 0:
+            raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
+        try:
+            self._held.remove(ref)
+        except KeyError:
             raise FailedPrecondition(
                 f"{lease.key} (token {lease.token}) is not held by this stream",
                 reason="KEY_NOT_HELD",
-            )
-        if requeue_after_s < 0:
-            raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
-        self._held.discard(ref)
-        self._expired.discard(ref)
+            ) from None
+        if self._expired:
+            self._expired.discard(ref)
         if requeue_after_s or error:
             outcome = work_pb2.Outcome(
                 key=ref[0],

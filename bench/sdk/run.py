@@ -238,7 +238,10 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
                 (
                     "sdk",
                     python(
-                        "sdk_worker.py", "--namespace=bench-empty", f"--concurrency={in_flight}"
+                        "sdk_worker.py",
+                        "--namespace=bench-empty",
+                        f"--concurrency={in_flight}",
+                        f"--max-batch={batch}",
                     ),
                 )
             )

@@ -1,10 +1,11 @@
 """informerd's SDK: a no-op :class:`informerd.Controller` reconciling ConfigMaps.
 
-    sdk_worker.py --target HOST:PORT --queue Q --namespace NS --concurrency F \
+    sdk_worker.py --target HOST:PORT --queue Q --namespace NS --concurrency F [--max-batch B] \
         (--keys N | --latency | --seen)
 
 The controller is ``for_("v1", "ConfigMap", namespace=NS)`` on queue Q with ``concurrency`` F
-(its Work stream's credit). ``--keys N``: stops after N reconciles and prints ``result`` with
+(its Work stream's credit) and ``max_batch`` B (keys per delivery; 0, the default: the credit).
+``--keys N``: stops after N reconciles and prints ``result`` with
 the rate (timed from the first reconcile's entry to the N-th's). ``--latency``: until SIGTERM,
 times each reconcile of an object carrying ``data.ts`` from that stamp to the reconcile's entry.
 ``--seen``: until SIGTERM, prints ``seen KEY`` the first time a key is reconciled. ``ready`` is
@@ -28,7 +29,7 @@ import proc
 
 async def run(args: argparse.Namespace) -> dict[str, object]:
     client = informerd.Client.connect(args.target)
-    ctl = Controller(args.queue, client, concurrency=args.concurrency)
+    ctl = Controller(args.queue, client, concurrency=args.concurrency, max_batch=args.max_batch)
     ctl.for_("v1", "ConfigMap", namespace=args.namespace)
     done = 0
     first_ns = last_ns = 0
@@ -82,6 +83,7 @@ def main() -> None:
     p.add_argument("--queue", required=True)
     p.add_argument("--namespace", required=True)
     p.add_argument("--concurrency", type=int, required=True)
+    p.add_argument("--max-batch", type=int, default=0)
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--keys", type=int, default=0)
     mode.add_argument("--latency", action="store_true")

@@ -328,6 +328,41 @@ async def test_outcomes_map_to_retries_requeues_and_metrics(
     await stop_controller(ctl, task)
 
 
+async def test_max_batch_reconciles_every_key_and_counts_each_once(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    keys = seed_keys(fake_apiserver, "ctl-batch", 30)
+    seen: list[tuple[str, str, str, str, int, str | None]] = []
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        obj_key = obj.key if obj is not None else None
+        seen.append((ctx.key, ctx.namespace, ctx.name, ctx.object_key, ctx.token, obj_key))
+        await asyncio.sleep(0.01)
+
+    ctl = Controller("ctl-batch", informerd_client, concurrency=4, max_batch=1, registry=registry)
+    assert ctl.max_batch == 1
+    ctl.for_("v1", "ConfigMap", namespace="ctl-batch")
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: {s[0] for s in seen} == keys, "every key reconciled")
+    await eventually(lambda: queue_idle(informerd_client, "ctl-batch"), "the queue idle")
+    for key, namespace, name, object_key, token, obj_key in seen:
+        assert (namespace, name, object_key, obj_key) == ("ctl-batch", key.split("/")[1], key, key)
+        assert token > 0
+
+    def sample(name: str, **labels: str) -> float:
+        value = registry.get_sample_value(name, {"controller": "ctl-batch", **labels})
+        return value or 0.0
+
+    assert len(seen) == 30
+    assert sample("controller_runtime_reconcile_total", result="success") == 30
+    assert sample("controller_runtime_reconcile_time_seconds_count") == 30
+    assert sample("controller_runtime_reconcile_time_seconds_sum") >= 30 * 0.01
+    assert sample("controller_runtime_active_workers") == 0
+    await stop_controller(ctl, task)
+
+
 async def test_sync_reconcilers_run_on_the_controllers_threads(
     informerd_client: informerd.Client,
     fake_apiserver: FakeApiServer,
@@ -388,6 +423,10 @@ async def test_bad_definitions_raise_clear_errors(
         Controller("ok", informerd_client, concurrency=0, registry=registry)
     with pytest.raises(ValueError, match="lease_timeout_s"):
         Controller("ok", informerd_client, lease_timeout_s=0.1, registry=registry)
+    with pytest.raises(ValueError, match="max_batch"):
+        Controller("ok", informerd_client, concurrency=4, max_batch=5, registry=registry)
+    with pytest.raises(TypeError, match="max_batch"):
+        Controller("ok", informerd_client, max_batch=1.0, registry=registry)  # type: ignore[arg-type]
     ctl = Controller("ctl-bad", informerd_client, registry=registry)
     with pytest.raises(TypeError, match="predicates"):
         ctl.for_("v1", "ConfigMap", predicates=["generation"])  # type: ignore[list-item]
@@ -497,6 +536,8 @@ async def test_stop_drains_in_flight_reconciles(
     ctl.for_("v1", "ConfigMap", namespace="ctl-stop")
     task = asyncio.create_task(ctl.run(reconcile))
     await eventually(lambda: len(started) == 3, "3 reconciles in flight")
+    active = {"controller": "ctl-stop"}
+    assert registry.get_sample_value("controller_runtime_active_workers", active) == 3
     ctl.stop()
     await asyncio.sleep(0.2)
     assert not task.done()  # waiting for the in-flight reconciles

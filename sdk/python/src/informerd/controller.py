@@ -47,6 +47,8 @@ import os
 import signal
 import socket
 import time
+import types
+from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -72,7 +74,7 @@ from informerd.queues import (
     validate_queue_name,
 )
 from informerd.v1 import informers_pb2, queues_pb2, work_pb2
-from informerd.work import WorkStream, refusal_reason
+from informerd.work import WorkStream, refusal_reason, validate_count
 
 if TYPE_CHECKING:
     from informerd.client import Client
@@ -129,27 +131,65 @@ class ContextLogger(_LoggerAdapter):
         return f"[{extra['controller']} {extra['key']} token={extra['token']}] {msg}", kwargs
 
 
-@dataclass
 class Context:
-    """What a reconcile knows besides the object: the lease and where it came from."""
+    """What a reconcile knows besides the object: the lease and where it came from.
 
-    #: The queue key (``<cluster>//ns/name`` for another cluster's object).
-    key: str
-    namespace: str
-    name: str
-    #: "" for the daemon's default cluster, else the cluster's name.
-    cluster: str
-    #: The key within its cluster ("namespace/name" or "name").
-    object_key: str
-    #: The lease's fencing token (strictly increasing per queue).
-    token: int
-    #: How often the key was retried so far.
-    requeues: int
-    logger: ContextLogger
-    client: Client
-    #: The controller's name.
-    controller: str
-    queue: str
+    Built once per lease, so it is cheap: the fields read the lease, and :attr:`logger` is made
+    on first use."""
+
+    __slots__ = ("_lease", "_logger", "client", "controller", "queue")
+
+    def __init__(self, lease: work_pb2.Lease, *, client: Client, controller: str, queue: str):
+        self._lease = lease
+        self._logger: ContextLogger | None = None
+        self.client = client
+        #: The controller's name.
+        self.controller = controller
+        self.queue = queue
+
+    @property
+    def key(self) -> str:
+        """The queue key (``<cluster>//ns/name`` for another cluster's object)."""
+        return self._lease.key
+
+    @property
+    def token(self) -> int:
+        """The lease's fencing token (strictly increasing per queue)."""
+        return self._lease.token
+
+    @property
+    def requeues(self) -> int:
+        """How often the key was retried so far."""
+        return self._lease.requeues
+
+    @property
+    def cluster(self) -> str:
+        """ "" for the daemon's default cluster, else the cluster's name."""
+        return self._lease.cluster
+
+    @property
+    def object_key(self) -> str:
+        """The key within its cluster ("namespace/name" or "name")."""
+        return self._lease.object_key or self._lease.key
+
+    @property
+    def namespace(self) -> str:
+        return split_key(self.object_key)[0]
+
+    @property
+    def name(self) -> str:
+        return split_key(self.object_key)[1]
+
+    @property
+    def logger(self) -> ContextLogger:
+        """A logger whose records carry the controller, key and token."""
+        if self._logger is None:
+            extra = {"controller": self.controller, "key": self.key, "token": self.token}
+            self._logger = ContextLogger(_log, extra)
+        return self._logger
+
+    def __repr__(self) -> str:
+        return f"<Context {self.controller} {self.key} token={self.token}>"
 
 
 Reconciler = Callable[[KubeObject | None, Context], Awaitable[Result | None] | Result | None]
@@ -196,11 +236,56 @@ class _Session:
         self.alive = True
 
 
+class _Pool:
+    """Hands leases to the session's fixed pool of reconciler tasks.
+
+    Leases wait in ``backlog``; a task that finishes a reconcile takes the next one without
+    suspending. An idle task waits on its own future and is woken only when leases wait and no
+    other wake is pending; a woken task that leaves leases behind wakes the next idle one. So a
+    batch of reconciles that never suspend costs one or two wake-ups, and reconciles that do
+    suspend still spread over the pool (one more task each loop tick)."""
+
+    def __init__(self) -> None:
+        self.idle: deque[asyncio.Future[None]] = deque()
+        self.backlog: deque[work_pb2.Lease] = deque()
+        self._waking = False
+
+    def hand_out(self, leases: list[work_pb2.Lease]) -> None:
+        self.backlog.extend(leases)
+        self._wake_one()
+
+    def take(self) -> work_pb2.Lease | None:
+        """The next lease, or None when none waits (then :meth:`wait`)."""
+        if not self.backlog:
+            return None
+        lease = self.backlog.popleft()
+        if self.backlog:
+            self._wake_one()
+        return lease
+
+    async def wait(self, loop: asyncio.AbstractEventLoop) -> None:
+        waiter: asyncio.Future[None] = loop.create_future()
+        self.idle.append(waiter)
+        await waiter
+        self._waking = False
+
+    def _wake_one(self) -> None:
+        if self._waking:
+            return
+        while self.idle:
+            waiter = self.idle.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+                self._waking = True
+                return
+
+
 class Controller:
     """A controller: informers feeding one queue, and a fixed pool of reconcilers on it.
 
     ``concurrency`` is the Work stream's credit and the number of reconciler tasks (threads for
-    a sync reconcile function). ``resync_period_s``, ``lease_timeout_s`` and ``rate_limiter``
+    a sync reconcile function); ``max_batch`` is the most keys per delivery (``Start.max_batch``;
+    0: up to the credit). ``resync_period_s``, ``lease_timeout_s`` and ``rate_limiter``
     go into the queue's spec (None: never, never, client-go's default limiter); ``queue`` names
     the queue (default: ``name``). Metrics go to ``registry`` (default: prometheus_client's
     global REGISTRY).
@@ -212,6 +297,7 @@ class Controller:
         client: Client,
         *,
         concurrency: int = 1,
+        max_batch: int = 0,
         resync_period_s: float | None = None,
         lease_timeout_s: float | None = None,
         rate_limiter: queues_pb2.RateLimiterSpec | None = None,
@@ -228,6 +314,7 @@ class Controller:
             raise ValueError(f"concurrency: {concurrency}, want 1 .. 10000")
         self.client = client
         self.concurrency = concurrency
+        self.max_batch = validate_count(max_batch, "max_batch", 0, concurrency)
         self._resync_period_s = resync_period_s
         self._lease_timeout_s = lease_timeout_s
         self._rate_limiter = rate_limiter
@@ -569,6 +656,7 @@ class Controller:
             self.client,
             self.queue,
             max_in_flight=self.concurrency,
+            max_batch=self.max_batch,
             worker_name=self._worker_name(),
             object_informer_id=self.for_informer.id,
             on_refusal=lambda r: self.metrics.refused(refusal_reason(r)),
@@ -588,18 +676,17 @@ class Controller:
             stream.epoch,
             self.concurrency,
         )
-        work: asyncio.Queue[work_pb2.Lease] = asyncio.Queue()
+        pool = _Pool()
         workers = [
             asyncio.create_task(
-                self._worker(session, work, reconcile, executor), name=f"{self.name} worker {i}"
+                self._worker(session, pool, reconcile, executor), name=f"{self.name} worker {i}"
             )
             for i in range(self.concurrency)
         ]
         stopper = asyncio.create_task(self._drain_on_stop(stream, drain_timeout_s))
         try:
             while (batch := await stream.receive()) is not None:
-                for lease in batch:
-                    work.put_nowait(lease)
+                pool.hand_out(batch)
             self.log.info("work stream on %s drained", self.queue)
             return True
         except InformerdError:
@@ -614,6 +701,7 @@ class Controller:
                 w.cancel()
             await asyncio.gather(*workers, stopper, return_exceptions=True)
             await stream.close()
+            self.metrics.flush()
 
     async def _drain_on_stop(self, stream: WorkStream, drain_timeout_s: float | None) -> None:
         assert self._stop_event is not None
@@ -627,33 +715,17 @@ class Controller:
     async def _worker(
         self,
         session: _Session,
-        work: asyncio.Queue[work_pb2.Lease],
+        pool: _Pool,
         reconcile: Reconciler,
         executor: concurrent.futures.ThreadPoolExecutor | None,
     ) -> None:
+        loop = asyncio.get_running_loop()
         while True:
-            lease = await work.get()
-            await self._reconcile_one(session, lease, reconcile, executor)
-
-    def _context(self, lease: work_pb2.Lease) -> Context:
-        object_key = lease.object_key or lease.key
-        namespace, name = split_key(object_key)
-        logger = ContextLogger(
-            _log, {"controller": self.name, "key": lease.key, "token": lease.token}
-        )
-        return Context(
-            key=lease.key,
-            namespace=namespace,
-            name=name,
-            cluster=lease.cluster,
-            object_key=object_key,
-            token=lease.token,
-            requeues=lease.requeues,
-            logger=logger,
-            client=self.client,
-            controller=self.name,
-            queue=self.queue,
-        )
+            lease = pool.take()
+            if lease is None:
+                await pool.wait(loop)
+            else:
+                await self._reconcile_one(session, lease, reconcile, executor)
 
     async def _reconcile_one(
         self,
@@ -663,11 +735,11 @@ class Controller:
         executor: concurrent.futures.ThreadPoolExecutor | None,
     ) -> None:
         obj = KubeObject(lease.object.object) if lease.object.found else None
-        ctx = self._context(lease)
+        ctx = Context(lease, client=self.client, controller=self.name, queue=self.queue)
         m = self.metrics
-        m.active_workers.inc()
+        m.active += 1
         started = time.perf_counter()
-        result = work_pb2.Outcome.SUCCESS
+        result = _SUCCESS
         delay_s = 0.0
         error = ""
         label = "success"
@@ -677,17 +749,17 @@ class Controller:
                 value = await asyncio.get_running_loop().run_in_executor(executor, call)
             else:
                 value = reconcile(obj, ctx)
-            if inspect.isawaitable(value):
+            if type(value) is types.CoroutineType or inspect.isawaitable(value):
                 value = await value
-            if value is None or value == Result.done():
+            if value is None:
                 pass
-            elif isinstance(value, Result) and value.kind == "requeue":
-                result, label = work_pb2.Outcome.RETRY, "requeue"
-            elif isinstance(value, Result):
-                result, label = work_pb2.Outcome.FORGET_AND_REQUEUE_AFTER, "requeue_after"
-                delay_s = value.delay_s
-            else:
+            elif not isinstance(value, Result):
                 raise TypeError(f"reconcile returned {value!r}, want a Result or None")
+            elif value.kind == "requeue":
+                result, label = _RETRY, "requeue"
+            elif value.kind == "requeue_after":
+                result, label = _FORGET_AND_REQUEUE_AFTER, "requeue_after"
+                delay_s = value.delay_s
         except asyncio.CancelledError:
             ctx.logger.info("reconcile cancelled: the work stream ended")
             raise
@@ -698,14 +770,13 @@ class Controller:
             m.terminal_errors.inc()
             ctx.logger.error("Reconciler error (terminal, not retried): %s", e, exc_info=True)
         except Exception as e:
-            result, label = work_pb2.Outcome.RETRY, "error"
+            result, label = _RETRY, "error"
             error = f"{type(e).__name__}: {e}"
             m.reconcile_errors.inc()
             ctx.logger.error("Reconciler error: %s", e, exc_info=True)
         finally:
-            m.active_workers.dec()
-            m.reconcile_time.observe(time.perf_counter() - started)
-        m.reconcile_total[label].inc()
+            m.active -= 1
+        m.reconciled(label, time.perf_counter() - started)
         if not session.alive:
             ctx.logger.info("outcome dropped: the work stream it came from ended")
             return
@@ -713,6 +784,11 @@ class Controller:
             session.stream.complete(lease, result, requeue_after_s=delay_s, error=error)
         except FailedPrecondition:
             ctx.logger.info("outcome dropped: the work stream was closed")
+
+
+_SUCCESS = work_pb2.Outcome.SUCCESS
+_RETRY = work_pb2.Outcome.RETRY
+_FORGET_AND_REQUEUE_AFTER = work_pb2.Outcome.FORGET_AND_REQUEUE_AFTER
 
 
 __all__ = ["Context", "ContextLogger", "Controller", "Reconciler", "Result", "TerminalError"]

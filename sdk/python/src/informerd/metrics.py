@@ -13,9 +13,15 @@ requeue_after), ``controller_runtime_reconcile_errors_total{controller}``,
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import threading
+from collections.abc import Iterator
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge
+from prometheus_client.core import HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 # controller-runtime's reconcile_time_seconds buckets (0.005 s .. 60 s).
 _BUCKETS = (
@@ -64,6 +70,46 @@ _BUCKETS = (
 RESULTS = ("success", "error", "requeue", "requeue_after")
 
 
+class ReconcileTimes:
+    """One controller's reconcile-time histogram as plain numbers: :meth:`observe` is a bisect
+    and two additions (prometheus_client's Histogram takes two locks per observation)."""
+
+    __slots__ = ("counts", "sum")
+
+    def __init__(self) -> None:
+        self.counts = [0] * (len(_BUCKETS) + 1)  # the last: above 60 s (+Inf)
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.counts[bisect.bisect_left(_BUCKETS, seconds)] += 1
+        self.sum += seconds
+
+
+class _ReconcileTimeCollector(Collector):
+    """``controller_runtime_reconcile_time_seconds{controller}`` of every controller of a
+    registry, read from their :class:`ReconcileTimes` when scraped."""
+
+    def __init__(self) -> None:
+        self.by_controller: dict[str, ReconcileTimes] = {}
+        # floatToGoString: the "le" labels exactly as prometheus_client's Histogram writes them.
+        self._bounds = [floatToGoString(b) for b in _BUCKETS] + ["+Inf"]  # type: ignore[no-untyped-call]
+
+    def collect(self) -> Iterator[HistogramMetricFamily]:
+        family = HistogramMetricFamily(
+            "controller_runtime_reconcile_time_seconds",
+            "Length of time per reconciliation per controller",
+            labels=["controller"],
+        )
+        for controller, times in list(self.by_controller.items()):
+            counts, total = list(times.counts), times.sum
+            cumulative, buckets = 0, []
+            for bound, n in zip(self._bounds, counts, strict=True):
+                cumulative += n
+                buckets.append((bound, float(cumulative)))
+            family.add_metric([controller], buckets, total)
+        yield family
+
+
 class _Collectors:
     def __init__(self, registry: CollectorRegistry) -> None:
         self.reconcile_total = Counter(
@@ -84,13 +130,8 @@ class _Collectors:
             ["controller"],
             registry=registry,
         )
-        self.reconcile_time = Histogram(
-            "controller_runtime_reconcile_time_seconds",
-            "Length of time per reconciliation per controller",
-            ["controller"],
-            buckets=_BUCKETS,
-            registry=registry,
-        )
+        self.reconcile_time = _ReconcileTimeCollector()
+        registry.register(self.reconcile_time)
         self.active_workers = Gauge(
             "controller_runtime_active_workers",
             "Number of currently used workers per controller",
@@ -133,7 +174,12 @@ def _collectors(registry: CollectorRegistry) -> _Collectors:
 
 
 class ControllerMetrics:
-    """The series of one controller (label ``controller=name``) in ``registry``."""
+    """The series of one controller (label ``controller=name``) in ``registry``.
+
+    The per-reconcile figures are kept cheaply: :attr:`active` is a plain int that the
+    ``active_workers`` gauge reads when scraped, the reconcile times are plain numbers too
+    (:class:`ReconcileTimes`), and :meth:`reconciled` counts results in plain ints that go to
+    the prometheus counters once per event-loop tick (:meth:`flush`)."""
 
     def __init__(self, controller: str, registry: CollectorRegistry | None = None) -> None:
         c = _collectors(registry if registry is not None else REGISTRY)
@@ -142,10 +188,35 @@ class ControllerMetrics:
         self.reconcile_total = {r: c.reconcile_total.labels(controller, r) for r in RESULTS}
         self.reconcile_errors = c.reconcile_errors.labels(controller)
         self.terminal_errors = c.terminal_errors.labels(controller)
-        self.reconcile_time = c.reconcile_time.labels(controller)
+        with _lock:
+            self.reconcile_time = c.reconcile_time.by_controller.setdefault(
+                controller, ReconcileTimes()
+            )
         self.active_workers = c.active_workers.labels(controller)
         self.max_concurrent = c.max_concurrent.labels(controller)
         self.reconnects = c.reconnects.labels(controller)
+        #: Reconciles running now (``controller_runtime_active_workers``).
+        self.active = 0
+        self.active_workers.set_function(lambda: self.active)
+        self._results = dict.fromkeys(RESULTS, 0)
+        self._flush_scheduled = False
+
+    def reconciled(self, result: str, seconds: float) -> None:
+        """Counts one reconcile (``result``: one of RESULTS) that took ``seconds``; the series
+        are updated at the end of this loop tick. Call from the event loop's thread."""
+        self._results[result] += 1
+        self.reconcile_time.observe(seconds)
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Applies what :meth:`reconciled` counted to the prometheus series."""
+        self._flush_scheduled = False
+        for result, n in self._results.items():
+            if n:
+                self.reconcile_total[result].inc(n)
+                self._results[result] = 0
 
     def refused(self, reason: str) -> None:
         self._c.refusals.labels(self.controller, reason).inc()

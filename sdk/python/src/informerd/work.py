@@ -51,7 +51,7 @@ _MAX_BATCH_BYTES = 64 << 20
 MAX_ERROR_CHARS = 4096
 
 
-def _count(value: int, argument: str, low: int, high: int) -> int:
+def validate_count(value: int, argument: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{argument}: want an int, got {value!r}")
     if not low <= value <= high:
@@ -97,11 +97,11 @@ class WorkStream:
         self._client = client
         self._start = work_pb2.Start(
             queue=validate_queue_name(queue, "queue"),
-            max_in_flight=_count(max_in_flight, "max_in_flight", 1, _MAX_IN_FLIGHT),
-            max_batch=_count(max_batch, "max_batch", 0, _MAX_IN_FLIGHT),
+            max_in_flight=validate_count(max_in_flight, "max_in_flight", 1, _MAX_IN_FLIGHT),
+            max_batch=validate_count(max_batch, "max_batch", 0, _MAX_IN_FLIGHT),
             worker_name=worker_name,
             object_informer_id=object_informer_id,
-            max_batch_bytes=_count(max_batch_bytes, "max_batch_bytes", 0, _MAX_BATCH_BYTES),
+            max_batch_bytes=validate_count(max_batch_bytes, "max_batch_bytes", 0, _MAX_BATCH_BYTES),
         )
         self._on_refusal = on_refusal
         self._log = logger or _log
@@ -271,25 +271,30 @@ class WorkStream:
         message. A lease this stream does not hold (answered already) raises
         :class:`informerd.FailedPrecondition`."""
         ref = (lease.key, lease.token)
-        if ref not in self._held:
+        if requeue_after_s < 0:
+            raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
+        try:
+            self._held.remove(ref)
+        except KeyError:
             raise FailedPrecondition(
                 f"{lease.key} (token {lease.token}) is not held by this stream",
                 reason="KEY_NOT_HELD",
-            )
-        if requeue_after_s < 0:
-            raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
-        self._held.discard(ref)
-        self._expired.discard(ref)
-        self._pending.append(
-            work_pb2.Outcome(
-                key=lease.key,
-                token=lease.token,
+            ) from None
+        if self._expired:
+            self._expired.discard(ref)
+        if requeue_after_s or error:
+            outcome = work_pb2.Outcome(
+                key=ref[0],
+                token=ref[1],
                 result=result,
                 requeue_after_ms=int(requeue_after_s * 1000),
                 error=error[:MAX_ERROR_CHARS],
             )
-        )
-        self._wake.set()
+        else:
+            outcome = work_pb2.Outcome(key=ref[0], token=ref[1], result=result)
+        self._pending.append(outcome)
+        if not self._wake.is_set():
+            self._wake.set()
 
     def drain(self) -> None:
         """Asks the daemon to stop delivering; :meth:`receive` returns None once every held

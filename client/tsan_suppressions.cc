@@ -27,6 +27,13 @@ extern "C" const char* __tsan_default_suppressions() {
          // runs gRPC's header-inlined Finish against a call object that uninstrumented libgrpc++
          // set up and synchronises with its own atomics, which TSan cannot see.
          "race:grpc::internal::CallbackUnaryHandler*ServerCallbackUnaryImpl::Finish\n"
+         // The same for streams: a Watch or Work reactor written to or finished from our timer
+         // thread reads the call's Server, which the test's TearDown later deletes after gRPC
+         // (uninstrumented) saw the call done.
+         "race:grpc::internal::CallbackServerStreamingHandler*ServerCallbackWriterImpl::Finish\n"
+         "race:grpc::internal::CallbackServerStreamingHandler*ServerCallbackWriterImpl::Write\n"
+         "race:grpc::internal::CallbackBidiHandler*ServerCallbackReaderWriterImpl::Finish\n"
+         "race:grpc::internal::CallbackBidiHandler*ServerCallbackReaderWriterImpl::Write\n"
          // The client side likewise: a blocking call copies the status message that
          // uninstrumented libgrpc wrote on its poller thread (many concurrent calls hit it).
          "race:grpc::internal::CallOpClientRecvStatus::FinishOp\n"

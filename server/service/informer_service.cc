@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/tsan.h"
 #include "client/api_error.h"
 #include "server/informer/field_selector.h"
 #include "server/informer/label_selector.h"
@@ -178,24 +179,35 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
     WriteNext();
   }
 
+  // gRPC may run each reaction on another of its threads: the reactor's buffers (response_,
+  // carry_) change hands through gRPC, which base/tsan.h makes visible to ThreadSanitizer.
   void OnWriteDone(bool ok) override {
+    TsanAcquire(this);
     if (!ok) {
+      TsanRelease(this);
       Finish(grpc::Status(grpc::StatusCode::CANCELLED, "the client went away"));
       return;
     }
     if (next_ >= objects_.size() && carry_ == nullptr) {
+      TsanRelease(this);
       Finish(grpc::Status::OK);
       return;
     }
     WriteNext();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    TsanAcquire(this);
+    delete this;
+  }
 
  private:
   // Always at least one message, so that an empty list still reports the resourceVersion. At
   // most batch_ objects and max_bytes_ bytes of them per message, but at least one object.
   void WriteNext() {
-    response_.Clear();
+    // A new message, not a cleared one: gRPC serialised the last one inside StartWrite, on the
+    // thread that called it, after TsanRelease; writing into its buffers here would look like a
+    // race (base/tsan.h).
+    response_ = v1::ListResponse();
     response_.set_resource_version(resource_version_);
     size_t bytes = 0;
     if (carry_ != nullptr) {
@@ -213,6 +225,7 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
       }
       bytes += size;
     }
+    TsanRelease(this);
     StartWrite(&response_);
   }
 
@@ -285,6 +298,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   }
 
   void OnWriteDone(bool ok) override {
+    TsanAcquire(this);  // the Pump that started the write may have run on another thread
     if (!ok) {
       MutexLock lock(&mu_);
       cancelled_ = true;
@@ -293,6 +307,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   }
 
   void OnDone() override {
+    TsanAcquire(this);
     service_->RemoveSubscriber(id_, this);
     if (listener_ != nullptr) informer_->RemoveEventHandler(listener_).IgnoreError();
     delete this;  // ~Timer waits for a running Pump (one that just finished the call)
@@ -307,7 +322,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         wake_pending_ = false;
       }
       if (Stopping()) return;
-      response_.Clear();
+      response_ = v1::WatchResponse();  // not Clear(): see ListReactor::WriteNext
       size_t bytes = 0;
       if (carry_ != nullptr) {
         bytes = carry_->ByteSizeLong();
@@ -343,6 +358,8 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         synced_sent_ = true;
       }
       if (response_.events_size() > 0) {
+        // OnWriteDone (and the next Pump) may run on another thread: base/tsan.h.
+        TsanRelease(this);
         StartWrite(&response_);
         return;
       }
@@ -383,6 +400,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
       if (finished_) return;
       finished_ = true;
     }
+    TsanRelease(this);  // OnDone, on a gRPC thread, deletes the buffers
     Finish(std::move(status));  // the last use of this reactor by the caller
   }
 

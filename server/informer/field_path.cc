@@ -49,12 +49,18 @@ void EmitScalar(od::value value, absl::FunctionRef<void(absl::string_view)> emit
   }
 }
 
-// Emits the values at segments[depth..] below `current`.
-void Walk(od::value current, const std::vector<std::string>& segments, size_t depth,
+// Arrays nested in arrays that a path walks into, at most: the recursion below is bounded by
+// this, not by whatever nesting an object from the API server has.
+constexpr int kMaxNestedArrays = 32;
+
+// Emits the values at segments[depth..] below `current`; `arrays` counts the arrays walked into
+// since the last object.
+void Walk(od::value current, const std::vector<std::string>& segments, size_t depth, int arrays,
           absl::FunctionRef<void(absl::string_view)> emit) {
   od::json_type type;
   if (current.type().get(type)) return;
   if (type == od::json_type::array) {
+    if (arrays >= kMaxNestedArrays) return;
     // An array in the middle of the path is walked into: each element continues the path, so
     // `spec.volumes.configMap.name` visits every volume. At the end, each scalar element counts.
     od::array array;
@@ -65,7 +71,7 @@ void Walk(od::value current, const std::vector<std::string>& segments, size_t de
       if (depth == segments.size()) {
         EmitScalar(v, emit);
       } else {
-        Walk(v, segments, depth, emit);
+        Walk(v, segments, depth, arrays + 1, emit);
       }
     }
     return;
@@ -78,7 +84,7 @@ void Walk(od::value current, const std::vector<std::string>& segments, size_t de
   if (current.get_object().get(obj)) return;
   od::value next;
   if (obj.find_field_unordered(segments[depth]).get(next)) return;
-  Walk(next, segments, depth + 1, emit);
+  Walk(next, segments, depth + 1, 0, emit);
 }
 
 }  // namespace
@@ -184,7 +190,7 @@ void FieldPath::Values(const client::Object& object,
   }
   od::value root;
   if (doc.get_value().get(root)) return;
-  Walk(root, segments_, 0, emit);
+  Walk(root, segments_, 0, 0, emit);
 }
 
 std::string FieldPath::FirstValue(const client::Object& object) const {

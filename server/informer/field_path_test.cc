@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gmock/gmock.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "server/informer/test_objects.h"
 
@@ -63,6 +64,19 @@ TEST(FieldPathTest, ArraysInTheMiddleOfThePathAreWalkedInto) {
               ElementsAre("p1", "p2"))
       << "arrays within arrays";
   EXPECT_THAT(ValuesOf("spec.template.spec.volumes.missing.name", *o), IsEmpty());
+}
+
+TEST(FieldPathTest, DeeplyNestedArraysAreWalkedOnlySoDeep) {
+  // An object from the API server with arrays nested far deeper than any path needs: evaluating
+  // a path into it neither overflows the stack nor yields what lies below the bound.
+  auto nested = [](int levels) {
+    return absl::StrCat(R"("spec":{"a":)", std::string(levels, '['), R"({"b":"deep"})",
+                        std::string(levels, ']'), "}");
+  };
+  ObjectPtr shallow = MakeObject({.extra = nested(3)});
+  EXPECT_THAT(ValuesOf("spec.a.b", *shallow), ElementsAre("deep"));
+  ObjectPtr deep = MakeObject({.extra = nested(900)});
+  EXPECT_THAT(ValuesOf("spec.a.b", *deep), IsEmpty());
 }
 
 TEST(FieldPathTest, MissingNullAndObjectValuesYieldNothing) {

@@ -1,0 +1,10 @@
+//! The `informerd.v1` gRPC API, generated from the repository's `proto/` by `build.rs`:
+//! prost messages and tonic clients for the `Informers`, `Queues`, `Work` and `Admin` services.
+//! The `.proto` comments are the reference for every message; the `informerd` crate is the
+//! SDK built on them.
+#![allow(clippy::all, missing_docs)]
+
+/// informerd.v1: every message, enum and client of the API.
+pub mod v1 {
+    tonic::include_proto!("informerd.v1");
+}

@@ -1,0 +1,31 @@
+//! # informerd
+//!
+//! Kubernetes controllers on informerd's shared informers and central work queues, with
+//! kube-rs ergonomics.
+#![warn(missing_docs)]
+
+pub mod client;
+pub mod error;
+pub mod informers;
+pub mod object;
+pub mod queues;
+
+pub use client::{Backoff, Client, ConnectOptions};
+pub use error::{Error, ErrorReason, Result};
+pub use informer_types::*;
+pub use informers::{Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams};
+pub use object::Object;
+pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
+
+/// The generated API (`informerd.v1`), for calls the typed API does not cover.
+pub use informerd_api::v1;
+
+mod informer_types {
+    /// A Kubernetes resource type with a fixed apiVersion and kind.
+    pub trait Resource: serde::de::DeserializeOwned + Send + Sync + 'static {
+        /// e.g. `"v1"`, `"apps/v1"`.
+        fn api_version() -> String;
+        /// e.g. `"ConfigMap"`.
+        fn kind() -> String;
+    }
+}

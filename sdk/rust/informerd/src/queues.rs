@@ -1,0 +1,534 @@
+//! Work queues in the daemon (client-go workqueue semantics), fed by informer bindings.
+//!
+//! ```no_run
+//! # async fn f(client: informerd::Client) -> informerd::Result<()> {
+//! use informerd::{InformerSpec, Predicate, QueueSpec, RateLimiter, Source};
+//! let cms = client.informers().ensure(InformerSpec::new("v1", "ConfigMap").namespace("demo")).await?;
+//! let spec = QueueSpec::new("cm-hash")?
+//!     .source(Source::object(&cms).predicate(Predicate::generation_changed()))
+//!     .rate_limiter(RateLimiter::exponential(5, 60_000)?);
+//! client.queues().create(spec).await?;
+//! client.queues().add("cm-hash", ["demo/settings"]).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! [`QueueSpec`] canonicalizes what it holds before it is sent (sources and predicates sorted,
+//! duplicates dropped, the default rate limiter spelled out), byte for byte as the Python SDK
+//! does, so processes in either language that mean the same queue send equal specs.
+use std::time::Duration;
+
+use informerd_api::v1::{
+    self, index_lookup, predicate, queue_source, rate_limiter_spec, AddAfterRequest, AddRateLimitedRequest,
+    AddRequest, CreateQueueRequest, DeleteQueueRequest, ForgetRequest, GetQueueRequest, LenRequest,
+    NumRequeuesRequest, QueueInfo, ShutDownRequest, UpdateQueueRequest,
+};
+use prost::Message;
+
+use crate::client::Client;
+use crate::error::{Error, Result};
+use crate::informers::Informer;
+
+const MAX_KEY_BYTES: usize = 1024;
+const MAX_FIELD_PATHS: usize = 32;
+
+/// A server-side filter of a source's update events (controller-runtime's predicates).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Predicate(v1::Predicate);
+
+impl Predicate {
+    /// Updates pass when metadata.generation changed (status writes do not change it).
+    pub fn generation_changed() -> Self {
+        Predicate(v1::Predicate { kind: Some(predicate::Kind::GenerationChanged(v1::GenerationChanged {})) })
+    }
+
+    /// Updates pass when metadata.labels changed.
+    pub fn labels_changed() -> Self {
+        Predicate(v1::Predicate { kind: Some(predicate::Kind::LabelsChanged(v1::LabelsChanged {})) })
+    }
+
+    /// Updates pass when metadata.annotations changed.
+    pub fn annotations_changed() -> Self {
+        Predicate(v1::Predicate { kind: Some(predicate::Kind::AnnotationsChanged(v1::AnnotationsChanged {})) })
+    }
+
+    /// Updates pass when the value at any of these dotted field paths changed (1 to 32 paths).
+    pub fn fields_changed<I: IntoIterator<Item = S>, S: Into<String>>(paths: I) -> Result<Self> {
+        let mut paths: Vec<String> = paths.into_iter().map(Into::into).collect();
+        if paths.is_empty() {
+            return Err(Error::invalid("fields_changed", "give at least one field path"));
+        }
+        for p in &paths {
+            if p.is_empty() || p.starts_with('.') || p.ends_with('.') || p.contains("..") {
+                return Err(Error::invalid("fields_changed", format!("{p:?} is not a dotted field path")));
+            }
+        }
+        paths.sort();
+        paths.dedup();
+        if paths.len() > MAX_FIELD_PATHS {
+            return Err(Error::invalid("fields_changed", format!("{} paths, at most {MAX_FIELD_PATHS}", paths.len())));
+        }
+        Ok(Predicate(v1::Predicate { kind: Some(predicate::Kind::FieldsChanged(v1::FieldsChanged { field_paths: paths })) }))
+    }
+}
+
+/// Where a queue's keys come from: an informer's events mapped to keys.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Source(v1::QueueSource);
+
+fn informer_id(informer: impl Into<InformerRef>) -> String {
+    informer.into().0
+}
+
+/// An informer, or its id.
+pub struct InformerRef(String);
+
+impl From<&Informer> for InformerRef {
+    fn from(i: &Informer) -> Self {
+        InformerRef(i.id().to_string())
+    }
+}
+
+impl From<&str> for InformerRef {
+    fn from(s: &str) -> Self {
+        InformerRef(s.to_string())
+    }
+}
+
+impl From<String> for InformerRef {
+    fn from(s: String) -> Self {
+        InformerRef(s)
+    }
+}
+
+impl Source {
+    /// Each event's object enqueues its own key (controller-runtime's `For`).
+    pub fn object(informer: impl Into<InformerRef>) -> Self {
+        Source(v1::QueueSource {
+            informer_id: informer_id(informer),
+            map_to: Some(queue_source::MapTo::Object(v1::ObjectKey {})),
+            ..Default::default()
+        })
+    }
+
+    /// Each event's object enqueues the key of its controller owner of `kind` in `group` (""
+    /// for the core group; `None`: any group), controller-runtime's `Owns`.
+    pub fn owner(informer: impl Into<InformerRef>, kind: impl Into<String>, group: Option<&str>) -> Self {
+        Source(v1::QueueSource {
+            informer_id: informer_id(informer),
+            map_to: Some(queue_source::MapTo::Owner(v1::OwnerKey {
+                kind: kind.into(),
+                group: group.map(str::to_string),
+                all_owners: false,
+            })),
+            ..Default::default()
+        })
+    }
+
+    /// Each event's object enqueues the keys of `index_informer`'s objects whose index
+    /// `index_name` holds the event object's key (`by_name`: its name), e.g. the Deployments
+    /// that mount a changed ConfigMap.
+    pub fn index(informer: impl Into<InformerRef>, index_informer: impl Into<InformerRef>, index_name: impl Into<String>, by_name: bool) -> Self {
+        Source(v1::QueueSource {
+            informer_id: informer_id(informer),
+            map_to: Some(queue_source::MapTo::Index(v1::IndexLookup {
+                informer_id: informer_id(index_informer),
+                index_name: index_name.into(),
+                value_from: if by_name { index_lookup::ValueFrom::Name } else { index_lookup::ValueFrom::Key } as i32,
+            })),
+            ..Default::default()
+        })
+    }
+
+    /// For an owner source: every owner of the kind, not only the controller owner.
+    pub fn all_owners(mut self) -> Self {
+        if let Some(queue_source::MapTo::Owner(o)) = &mut self.0.map_to {
+            o.all_owners = true;
+        }
+        self
+    }
+
+    /// Only objects matching this label selector.
+    pub fn label_selector(mut self, selector: impl Into<String>) -> Self {
+        self.0.label_selector = selector.into();
+        self
+    }
+
+    /// Adds a predicate on update events (all must pass).
+    pub fn predicate(mut self, p: Predicate) -> Self {
+        self.0.predicates.push(p.0);
+        self
+    }
+
+    /// The wire form.
+    pub fn into_proto(self) -> v1::QueueSource {
+        self.0
+    }
+}
+
+/// How long a retried key waits (client-go's rate limiters).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RateLimiter(v1::RateLimiterSpec);
+
+impl RateLimiter {
+    /// client-go's DefaultControllerRateLimiter (also what an unset limiter means).
+    pub fn default_controller() -> Self {
+        RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::DefaultController(v1::DefaultControllerLimiter {})) })
+    }
+
+    /// `base_delay_ms * 2^failures`, at most `max_delay_ms`.
+    pub fn exponential(base_delay_ms: i64, max_delay_ms: i64) -> Result<Self> {
+        if base_delay_ms < 1 {
+            return Err(Error::invalid("base_delay_ms", format!("{base_delay_ms} is below 1")));
+        }
+        if max_delay_ms < base_delay_ms {
+            return Err(Error::invalid("max_delay_ms", format!("{max_delay_ms} is below base_delay_ms {base_delay_ms}")));
+        }
+        Ok(RateLimiter(v1::RateLimiterSpec {
+            kind: Some(rate_limiter_spec::Kind::Exponential(v1::ExponentialLimiter { base_delay_ms, max_delay_ms })),
+        }))
+    }
+
+    /// `fast_delay_ms` for the first `max_fast_attempts` failures, then `slow_delay_ms`.
+    pub fn fast_slow(fast_delay_ms: i64, slow_delay_ms: i64, max_fast_attempts: i32) -> Result<Self> {
+        for (field, v) in [("fast_delay_ms", fast_delay_ms), ("slow_delay_ms", slow_delay_ms), ("max_fast_attempts", max_fast_attempts.into())] {
+            if v < 0 {
+                return Err(Error::invalid(field, format!("{v} is negative")));
+            }
+        }
+        Ok(RateLimiter(v1::RateLimiterSpec {
+            kind: Some(rate_limiter_spec::Kind::FastSlow(v1::FastSlowLimiter { fast_delay_ms, slow_delay_ms, max_fast_attempts })),
+        }))
+    }
+
+    /// A token bucket shared by all keys: `qps` per second, `burst` at once.
+    pub fn bucket(qps: f64, burst: i32) -> Result<Self> {
+        if !(qps > 0.0 && qps.is_finite()) {
+            return Err(Error::invalid("qps", format!("{qps}, want a positive number")));
+        }
+        if burst < 1 {
+            return Err(Error::invalid("burst", format!("{burst}, want a positive count")));
+        }
+        Ok(RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::Bucket(v1::BucketLimiter { qps, burst })) }))
+    }
+
+    /// The longest delay of several limiters (client-go's MaxOfRateLimiter).
+    pub fn max_of<I: IntoIterator<Item = RateLimiter>>(limiters: I) -> Result<Self> {
+        let limiters: Vec<v1::RateLimiterSpec> = limiters.into_iter().map(|l| l.0).collect();
+        let spec = RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter { limiters })) });
+        spec.canonical("max_of")
+    }
+
+    fn canonical(self, field: &str) -> Result<Self> {
+        match self.0.kind {
+            None => Err(Error::invalid(field, "an empty rate limiter (no kind set)")),
+            Some(rate_limiter_spec::Kind::MaxOf(m)) => {
+                if m.limiters.is_empty() {
+                    return Err(Error::invalid(field, "max_of without limiters"));
+                }
+                let mut canon = Vec::with_capacity(m.limiters.len());
+                for l in m.limiters {
+                    canon.push(RateLimiter(l).canonical(field)?.0);
+                }
+                Ok(RateLimiter(v1::RateLimiterSpec {
+                    kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter { limiters: sorted_unique(canon) })),
+                }))
+            }
+            Some(k) => Ok(RateLimiter(v1::RateLimiterSpec { kind: Some(k) })),
+        }
+    }
+}
+
+/// Sorted by serialized bytes, duplicates dropped: the order the Python SDK uses too.
+fn sorted_unique<M: Message>(items: Vec<M>) -> Vec<M> {
+    let mut keyed: Vec<(Vec<u8>, M)> = items.into_iter().map(|m| (m.encode_to_vec(), m)).collect();
+    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.dedup_by(|a, b| a.0 == b.0);
+    keyed.into_iter().map(|(_, m)| m).collect()
+}
+
+/// Checks a queue name: `[a-z0-9]([-a-z0-9.]*[a-z0-9])?`, at most 253 characters.
+pub fn validate_queue_name(name: &str, field: &str) -> Result<()> {
+    let ok_inner = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    let ok_end = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.chars().all(ok_inner)
+        && name.chars().next().is_some_and(ok_end)
+        && name.chars().last().is_some_and(ok_end);
+    if valid {
+        Ok(())
+    } else {
+        Err(Error::invalid(field, format!("{name:?} is not a queue name ([a-z0-9]([-a-z0-9.]*[a-z0-9])?, at most 253 characters)")))
+    }
+}
+
+/// A queue's definition. Built with [`QueueSpec::new`] and the builder methods; canonicalized
+/// when sent.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QueueSpec(v1::QueueSpec);
+
+impl QueueSpec {
+    /// A queue named `name` with no sources (keys only from [`Queues::add`]) and the default
+    /// rate limiter.
+    pub fn new(name: impl Into<String>) -> Result<Self> {
+        let name = name.into();
+        validate_queue_name(&name, "QueueSpec.name")?;
+        Ok(QueueSpec(v1::QueueSpec { name, ..Default::default() }))
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
+    }
+
+    /// Adds a source.
+    pub fn source(mut self, source: Source) -> Self {
+        self.0.sources.push(source.0);
+        self
+    }
+
+    /// The rate limiter of retried keys.
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.0.rate_limiter = Some(limiter.0);
+        self
+    }
+
+    /// Re-add every key of the object sources this often (at least 1 s; zero: never).
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.0.resync_period_ms = period.as_millis().try_into().unwrap_or(i64::MAX);
+        self
+    }
+
+    /// A handed-out key not answered or heartbeated within this long goes back to the queue
+    /// (1 s to 1 day; zero: never).
+    pub fn lease_timeout(mut self, timeout: Duration) -> Self {
+        self.0.lease_timeout_ms = timeout.as_millis().try_into().unwrap_or(i64::MAX);
+        self
+    }
+
+    /// The canonical wire form: equal intents give equal bytes.
+    pub fn canonical(&self) -> Result<v1::QueueSpec> {
+        let mut spec = self.0.clone();
+        validate_queue_name(&spec.name, "QueueSpec.name")?;
+        let mut sources = Vec::with_capacity(spec.sources.len());
+        for (i, mut s) in std::mem::take(&mut spec.sources).into_iter().enumerate() {
+            if s.informer_id.is_empty() {
+                return Err(Error::invalid(format!("QueueSpec.sources[{i}].informer_id"), "empty"));
+            }
+            if s.map_to.is_none() {
+                s.map_to = Some(queue_source::MapTo::Object(v1::ObjectKey {}));
+            }
+            for (j, p) in s.predicates.iter_mut().enumerate() {
+                match &mut p.kind {
+                    None => return Err(Error::invalid(format!("QueueSpec.sources[{i}].predicates[{j}]"), "an empty predicate")),
+                    Some(predicate::Kind::FieldsChanged(f)) => {
+                        f.field_paths.sort();
+                        f.field_paths.dedup();
+                    }
+                    Some(_) => {}
+                }
+            }
+            s.predicates = sorted_unique(std::mem::take(&mut s.predicates));
+            sources.push(s);
+        }
+        spec.sources = sorted_unique(sources);
+        spec.rate_limiter = Some(match spec.rate_limiter.take() {
+            None => RateLimiter::default_controller().0,
+            Some(l) => RateLimiter(l).canonical("QueueSpec.rate_limiter")?.0,
+        });
+        if spec.resync_period_ms != 0 && spec.resync_period_ms < 1000 {
+            return Err(Error::invalid("QueueSpec.resync_period", format!("{} ms, want 0 or at least 1 s", spec.resync_period_ms)));
+        }
+        if spec.lease_timeout_ms != 0 && !(1000..=86_400_000).contains(&spec.lease_timeout_ms) {
+            return Err(Error::invalid("QueueSpec.lease_timeout", format!("{} ms, want 0 or 1 s .. 1 day", spec.lease_timeout_ms)));
+        }
+        Ok(spec)
+    }
+}
+
+fn keys<I: IntoIterator<Item = S>, S: Into<String>>(keys: I) -> Result<Vec<String>> {
+    let keys: Vec<String> = keys.into_iter().map(Into::into).collect();
+    for k in &keys {
+        if k.is_empty() || k.len() > MAX_KEY_BYTES {
+            return Err(Error::invalid("keys", format!("{k:?} must be non-empty and at most {MAX_KEY_BYTES} bytes")));
+        }
+    }
+    Ok(keys)
+}
+
+fn millis(d: Duration) -> i64 {
+    d.as_millis().try_into().unwrap_or(i64::MAX)
+}
+
+/// `client.queues()`: create, change and feed queues in the daemon. Specs created or updated
+/// here are remembered on the client, so [`Client::reensure`] brings the queue back after a
+/// daemon restart.
+#[derive(Clone, Debug)]
+pub struct Queues {
+    client: Client,
+}
+
+impl Client {
+    /// The queue API.
+    pub fn queues(&self) -> Queues {
+        Queues { client: self.clone() }
+    }
+}
+
+impl Queues {
+    /// Creates the queue; a no-op with an equal spec, FAILED_PRECONDITION
+    /// (QUEUE_EXISTS_WITH_OTHER_SPEC) with another one.
+    pub async fn create(&self, spec: QueueSpec) -> Result<QueueInfo> {
+        let spec = spec.canonical()?;
+        let mut rpc = self.client.queues_raw();
+        let info = self.client.unary("CreateQueue", None, CreateQueueRequest { spec: Some(spec.clone()) }, |r| rpc.create_queue(r)).await?;
+        self.client.remember_queue(&spec);
+        Ok(info)
+    }
+
+    /// Changes a running queue in place (keys, retries and leases kept); with `allow_missing`
+    /// creates it if it does not exist (else NOT_FOUND).
+    pub async fn update(&self, spec: QueueSpec, allow_missing: bool) -> Result<QueueInfo> {
+        let spec = spec.canonical()?;
+        let mut rpc = self.client.queues_raw();
+        let info = self
+            .client
+            .unary("UpdateQueue", None, UpdateQueueRequest { spec: Some(spec.clone()), allow_missing }, |r| rpc.update_queue(r))
+            .await?;
+        self.client.remember_queue(&spec);
+        Ok(info)
+    }
+
+    /// Shuts the queue down without draining and removes it (Work streams on it end).
+    pub async fn delete(&self, queue: &str) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let mut rpc = self.client.queues_raw();
+        self.client.unary("DeleteQueue", None, DeleteQueueRequest { queue: queue.into() }, |r| rpc.delete_queue(r)).await?;
+        self.client.forget_queue(queue);
+        Ok(())
+    }
+
+    /// The queue's spec and state (depth, in flight, delayed, workers ...).
+    pub async fn get(&self, queue: &str) -> Result<QueueInfo> {
+        validate_queue_name(queue, "queue")?;
+        let mut rpc = self.client.queues_raw();
+        self.client.unary("GetQueue", None, GetQueueRequest { queue: queue.into() }, |r| rpc.get_queue(r)).await
+    }
+
+    /// Adds keys now (deduplicated with waiting ones).
+    pub async fn add<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let keys = keys(keys_)?;
+        let mut rpc = self.client.queues_raw();
+        self.client.unary("Add", None, AddRequest { queue: queue.into(), keys }, |r| rpc.add(r)).await?;
+        Ok(())
+    }
+
+    /// Adds keys after `delay`.
+    pub async fn add_after<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I, delay: Duration) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let keys = keys(keys_)?;
+        let mut rpc = self.client.queues_raw();
+        self.client
+            .unary("AddAfter", None, AddAfterRequest { queue: queue.into(), keys, delay_ms: millis(delay) }, |r| rpc.add_after(r))
+            .await?;
+        Ok(())
+    }
+
+    /// Adds keys after the queue's rate limiter's delay (counts as a retry).
+    pub async fn add_rate_limited<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let keys = keys(keys_)?;
+        let mut rpc = self.client.queues_raw();
+        self.client
+            .unary("AddRateLimited", None, AddRateLimitedRequest { queue: queue.into(), keys }, |r| rpc.add_rate_limited(r))
+            .await?;
+        Ok(())
+    }
+
+    /// Resets the keys' retry counts.
+    pub async fn forget<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let keys = keys(keys_)?;
+        let mut rpc = self.client.queues_raw();
+        self.client.unary("Forget", None, ForgetRequest { queue: queue.into(), keys }, |r| rpc.forget(r)).await?;
+        Ok(())
+    }
+
+    /// How often `key` was retried so far.
+    pub async fn num_requeues(&self, queue: &str, key: &str) -> Result<i64> {
+        validate_queue_name(queue, "queue")?;
+        let key = keys([key])?.remove(0);
+        let mut rpc = self.client.queues_raw();
+        let resp = self.client.unary("NumRequeues", None, NumRequeuesRequest { queue: queue.into(), key }, |r| rpc.num_requeues(r)).await?;
+        Ok(resp.requeues)
+    }
+
+    /// Keys waiting (client-go's Len).
+    pub async fn len(&self, queue: &str) -> Result<u64> {
+        validate_queue_name(queue, "queue")?;
+        let mut rpc = self.client.queues_raw();
+        Ok(self.client.unary("Len", None, LenRequest { queue: queue.into() }, |r| rpc.len(r)).await?.len)
+    }
+
+    /// Stops handing out keys; with `drain` returns once every key handed out is done.
+    pub async fn shut_down(&self, queue: &str, drain: bool) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let mut rpc = self.client.queues_raw();
+        self.client.unary("ShutDown", None, ShutDownRequest { queue: queue.into(), drain }, |r| rpc.shut_down(r)).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_intents_give_equal_bytes() {
+        let a = QueueSpec::new("q")
+            .unwrap()
+            .source(Source::object("inf-b").predicate(Predicate::labels_changed()).predicate(Predicate::generation_changed()))
+            .source(Source::owner("inf-a", "ReplicaSet", Some("apps")))
+            .source(Source::object("inf-b").predicate(Predicate::generation_changed()).predicate(Predicate::labels_changed()));
+        let b = QueueSpec::new("q")
+            .unwrap()
+            .source(Source::owner("inf-a", "ReplicaSet", Some("apps")))
+            .source(Source::object("inf-b").predicate(Predicate::generation_changed()).predicate(Predicate::labels_changed()))
+            .rate_limiter(RateLimiter::default_controller());
+        let (a, b) = (a.canonical().unwrap(), b.canonical().unwrap());
+        assert_eq!(a.encode_to_vec(), b.encode_to_vec());
+        assert_eq!(a.sources.len(), 2);
+    }
+
+    #[test]
+    fn bad_arguments_name_the_field() {
+        assert_eq!(QueueSpec::new("Bad_Name").unwrap_err().field(), Some("QueueSpec.name"));
+        assert_eq!(QueueSpec::new("").unwrap_err().field(), Some("QueueSpec.name"));
+        assert_eq!(RateLimiter::exponential(0, 10).unwrap_err().field(), Some("base_delay_ms"));
+        assert_eq!(RateLimiter::exponential(10, 5).unwrap_err().field(), Some("max_delay_ms"));
+        assert_eq!(RateLimiter::bucket(f64::NAN, 1).unwrap_err().field(), Some("qps"));
+        assert_eq!(Predicate::fields_changed(["a..b"]).unwrap_err().field(), Some("fields_changed"));
+        assert_eq!(Predicate::fields_changed(Vec::<String>::new()).unwrap_err().field(), Some("fields_changed"));
+        let e = QueueSpec::new("q").unwrap().resync_period(Duration::from_millis(10)).canonical().unwrap_err();
+        assert_eq!(e.field(), Some("QueueSpec.resync_period"));
+        let e = QueueSpec::new("q").unwrap().source(Source::object("")).canonical().unwrap_err();
+        assert_eq!(e.field(), Some("QueueSpec.sources[0].informer_id"));
+        assert_eq!(keys([""]).unwrap_err().field(), Some("keys"));
+        assert!(keys(["x".repeat(1025)]).is_err());
+    }
+
+    #[test]
+    fn max_of_is_sorted_and_deduplicated() {
+        let l = RateLimiter::max_of([
+            RateLimiter::exponential(5, 100).unwrap(),
+            RateLimiter::bucket(10.0, 100).unwrap(),
+            RateLimiter::exponential(5, 100).unwrap(),
+        ])
+        .unwrap();
+        match l.0.kind {
+            Some(rate_limiter_spec::Kind::MaxOf(m)) => assert_eq!(m.limiters.len(), 2),
+            other => panic!("{other:?}"),
+        }
+    }
+}

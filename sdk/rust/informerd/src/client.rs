@@ -485,6 +485,8 @@ mod tests {
         assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100), "{first:?}");
         let second = b.next_delay();
         assert!(second >= Duration::from_millis(100) && second <= Duration::from_millis(200), "{second:?}");
+        let third = b.next_delay();
+        assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400), "{third:?}");
         for _ in 0..40 {
             let d = b.next_delay();
             assert!(d >= Duration::from_millis(500) && d <= Duration::from_millis(1000), "{d:?}");

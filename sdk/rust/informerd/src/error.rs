@@ -217,7 +217,7 @@ impl From<tonic::Status> for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tonic_types::{BadRequest, ErrorDetails};
+    use tonic_types::ErrorDetails;
 
     #[test]
     fn details_become_reason_metadata_and_field() {
@@ -226,7 +226,7 @@ mod tests {
             ERROR_DOMAIN,
             [("field".to_string(), "spec.kind".to_string())],
         );
-        details.set_bad_request(BadRequest::with_violation("spec.kind", "empty"));
+        details.set_bad_request(vec![tonic_types::FieldViolation::new("spec.kind", "empty")]);
         let status = tonic::Status::with_error_details(Code::InvalidArgument, "bad kind", details);
         let e = Error::from(status);
         assert_eq!(e.code(), Code::InvalidArgument);

@@ -487,6 +487,8 @@ mod tests {
         assert!(second >= Duration::from_millis(100) && second <= Duration::from_millis(200), "{second:?}");
         let third = b.next_delay();
         assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400), "{third:?}");
+        let fourth = b.next_delay();
+        assert!(fourth >= Duration::from_millis(400) && fourth <= Duration::from_millis(800), "{fourth:?}");
         for _ in 0..40 {
             let d = b.next_delay();
             assert!(d >= Duration::from_millis(500) && d <= Duration::from_millis(1000), "{d:?}");

@@ -1,10 +1,13 @@
-"""`make bench-sdk`: informerd's Python SDK beside its floors (bare grpcio workers), kopf and the
-official ``kubernetes`` client, in one run. Prints the table and writes the shared row format
-({"rows": [...], "raw": {...}}) to --out. What each row measures: bench/sdk/README.md.
+"""`make bench-sdk`: informerd's SDKs beside what they are built on and what they replace, in one
+run: the Python SDK beside bare grpcio floors, kopf and the official ``kubernetes`` client; the
+Rust SDK beside a bare tonic floor, the C++ load generator (bench/load) and kube-rs' Controller.
+Prints the table and writes the shared row format ({"rows": [...], "raw": {...}}) to --out.
+What each row measures: bench/sdk/README.md.
 
-Every contender runs as its own process (bench/sdk/*_worker.py), so that RSS (VmHWM from
-/proc/PID/status) and CPU (/proc/PID/stat) are per process. Sizes and durations are arguments:
-the defaults are the issue's; develop with e.g. ``--keys 20000 --configmaps 500``.
+Every contender runs as its own process (bench/sdk/*_worker.py, the binaries of
+sdk/rust/bench), so that RSS (VmHWM from /proc/PID/status) and CPU (/proc/PID/stat) are per
+process. Sizes and durations are arguments: the defaults are the issue's; develop with e.g.
+``--keys 20000 --configmaps 500``.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ import proc  # noqa: E402
 
 SHAPES = ((1, 8), (16, 64), (128, 512))  # (batch, in flight)
 FLOORS = ("sync", "aio")
+RUST_FLOORS = ("current", "multi")  # tokio's current-thread and multi-thread runtimes
+SDKS = ("python", "rust")
 CM_NAMESPACE = "bench-cms"
 
 
@@ -77,6 +82,10 @@ class Table:
                 "target": target,
             }
         )
+
+    def itself(self, name: str, unit: str, value: float, higher_is_better: bool) -> None:
+        """An untargeted row reporting a figure beside itself (a floor, a reference)."""
+        self.row(name, unit, value, value, "itself", 0.0, higher_is_better)
 
     def write(self, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -214,6 +223,104 @@ async def _exists(client: informerd.Client, queue: str) -> bool:
     return True
 
 
+def rust(args: argparse.Namespace, binary: str, *argv: str) -> list[str]:
+    """A Rust worker of sdk/rust/bench (``--rust-bin``: cargo's release directory)."""
+    return [str(args.rust_bin / binary), *argv]
+
+
+def run_load(
+    args: argparse.Namespace, target: str, queue: str, batch: int, in_flight: int, keys: int
+) -> dict[str, Any]:
+    """The C++ load generator (bench/load) draining ``keys`` keys it pre-fills on one Work
+    stream; its JSON summary with ``keys``, ``seconds`` and ``keys_per_second`` as the workers
+    report them."""
+    argv = [
+        str(args.load),
+        f"--target={target}",
+        f"--queue={queue}",
+        "--adders=0",
+        "--prefill",
+        f"--keys={keys}",
+        "--workers=1",
+        f"--batch={batch}",
+        f"--in_flight={in_flight}",
+        f"--duration={int(args.timeout)}s",
+        "--delete_queue",
+        "--json",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout + 120)
+    if done.returncode != 0 or not done.stdout.strip():
+        sys.exit(f"bench-sdk: {' '.join(argv)} failed ({done.returncode}): {done.stderr[-2000:]}")
+    r: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if r["completed"] < keys or r["refusals"] or r["errors"]:
+        sys.exit(f"bench-sdk: the load generator drained {r['completed']} of {keys} keys: {r}")
+    r["keys"] = r["completed"]
+    return r
+
+
+def drain_contenders(
+    args: argparse.Namespace, informer_id: str, batch: int, in_flight: int
+) -> list[tuple[str, list[str]]]:
+    """(name, argv) of every worker draining a pre-filled queue at one shape; "load" (the C++
+    load generator, which fills its own queue) has no argv."""
+    contenders: list[tuple[str, list[str]]] = []
+    if "python" in args.sdk:
+        contenders += [
+            (
+                f"floor-{api}",
+                python(
+                    "floor_worker.py",
+                    f"--api={api}",
+                    f"--batch={batch}",
+                    f"--in-flight={in_flight}",
+                    f"--object-informer={informer_id}",
+                ),
+            )
+            for api in FLOORS
+        ]
+        contenders.append(
+            (
+                "sdk",
+                python(
+                    "sdk_worker.py",
+                    "--namespace=bench-empty",
+                    f"--concurrency={in_flight}",
+                    f"--max-batch={batch}",
+                ),
+            )
+        )
+    if "rust" in args.sdk:
+        contenders += [
+            (
+                f"rust-floor-{runtime}",
+                rust(
+                    args,
+                    "tonic-floor",
+                    f"--runtime={runtime}",
+                    f"--batch={batch}",
+                    f"--in-flight={in_flight}",
+                    f"--object-informer={informer_id}",
+                ),
+            )
+            for runtime in RUST_FLOORS
+        ]
+        contenders.append(
+            (
+                "rust-sdk",
+                rust(
+                    args,
+                    "sdk-worker",
+                    "--namespace=bench-empty",
+                    f"--concurrency={in_flight}",
+                    f"--max-batch={batch}",
+                ),
+            )
+        )
+        if args.load is not None:
+            contenders.append(("load", []))
+    return contenders
+
+
 async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, logdir: Path) -> None:
     client = informerd.Client.connect(daemon.target)
     try:
@@ -221,44 +328,33 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
         await informer.wait_for_sync(timeout_s=60)
         for batch, in_flight in SHAPES:
             keys = args.keys_batch1 if batch == 1 else args.keys
-            contenders: list[tuple[str, list[str]]] = [
-                (
-                    f"floor-{api}",
-                    python(
-                        "floor_worker.py",
-                        f"--api={api}",
-                        f"--batch={batch}",
-                        f"--in-flight={in_flight}",
-                        f"--object-informer={informer.id}",
-                    ),
-                )
-                for api in FLOORS
-            ]
-            contenders.append(
-                (
-                    "sdk",
-                    python(
-                        "sdk_worker.py",
-                        "--namespace=bench-empty",
-                        f"--concurrency={in_flight}",
-                        f"--max-batch={batch}",
-                    ),
-                )
-            )
+            contenders = drain_contenders(args, informer.id, batch, in_flight)
             # Contenders alternate within each repetition, so that drift in the machine's load
             # hits them alike; each row is the median of its repetitions.
             runs: dict[str, list[float]] = {name: [] for name, _ in contenders}
             for rep in range(args.repetitions):
                 for name, argv in contenders:
                     queue = f"tput-{name}-{batch}"
-                    await prefill(client, informer.id, queue, keys)
-                    w = Worker(
-                        f"{queue}.{rep}",
-                        [*argv, f"--target={daemon.target}", f"--queue={queue}", f"--keys={keys}"],
-                        logdir,
-                    )
-                    r = await asyncio.to_thread(w.wait_result, args.timeout)
-                    await client.queues.delete(queue)
+                    if name == "load":
+                        if await _exists(client, queue):
+                            await client.queues.delete(queue)
+                        r = await asyncio.to_thread(
+                            run_load, args, daemon.target, queue, batch, in_flight, keys
+                        )
+                    else:
+                        await prefill(client, informer.id, queue, keys)
+                        w = Worker(
+                            f"{queue}.{rep}",
+                            [
+                                *argv,
+                                f"--target={daemon.target}",
+                                f"--queue={queue}",
+                                f"--keys={keys}",
+                            ],
+                            logdir,
+                        )
+                        r = await asyncio.to_thread(w.wait_result, args.timeout)
+                        await client.queues.delete(queue)
                     table.raw.setdefault(queue, []).append(r)
                     runs[name].append(r["keys_per_second"])
                     print(
@@ -266,41 +362,71 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
                         flush=True,
                     )
             rates = {name: statistics.median(v) for name, v in runs.items()}
-            best = max(rates[f"floor-{api}"] for api in FLOORS)
-            best_name = max(FLOORS, key=lambda api: rates[f"floor-{api}"])
             shape = f"batch {batch}, {in_flight} in flight"
-            table.row(
-                f"SDK no-op controller drain, {shape}",
-                "keys/s",
-                rates["sdk"],
-                best,
-                f"best bare grpcio floor ({best_name})",
-                0.25 if batch == 1 else 0.5,
-                True,
-            )
-            if batch == 128:
-                table.row(
-                    f"SDK no-op controller drain, {shape} (absolute)",
-                    "keys/s",
-                    rates["sdk"],
-                    100_000,
-                    "target 100k keys/s",
-                    1.0,
-                    True,
-                )
-            for api in FLOORS:
-                rate = rates[f"floor-{api}"]
-                table.row(
-                    f"floor: bare grpcio ({api}) drain, {shape}",
-                    "keys/s",
-                    rate,
-                    rate,
-                    "itself",
-                    0.0,
-                    True,
-                )
+            if "python" in args.sdk:
+                python_drain_rows(table, rates, batch, shape)
+            if "rust" in args.sdk:
+                rust_drain_rows(table, rates, shape)
     finally:
         await client.close()
+
+
+def python_drain_rows(table: Table, rates: dict[str, float], batch: int, shape: str) -> None:
+    best = max(rates[f"floor-{api}"] for api in FLOORS)
+    best_name = max(FLOORS, key=lambda api: rates[f"floor-{api}"])
+    table.row(
+        f"Python SDK no-op controller drain, {shape}",
+        "keys/s",
+        rates["sdk"],
+        best,
+        f"best bare grpcio floor ({best_name})",
+        0.25 if batch == 1 else 0.5,
+        True,
+    )
+    if batch == 128:
+        table.row(
+            f"Python SDK no-op controller drain, {shape} (absolute)",
+            "keys/s",
+            rates["sdk"],
+            100_000,
+            "target 100k keys/s",
+            1.0,
+            True,
+        )
+    for api in FLOORS:
+        table.itself(
+            f"floor: bare grpcio ({api}) drain, {shape}", "keys/s", rates[f"floor-{api}"], True
+        )
+
+
+def rust_drain_rows(table: Table, rates: dict[str, float], shape: str) -> None:
+    best = max(rates[f"rust-floor-{rt}"] for rt in RUST_FLOORS)
+    best_name = max(RUST_FLOORS, key=lambda rt: rates[f"rust-floor-{rt}"])
+    name = f"Rust SDK no-op controller drain, {shape}"
+    table.row(
+        name, "keys/s", rates["rust-sdk"], best, f"best bare tonic floor ({best_name})", 0.8, True
+    )
+    if "load" in rates:
+        table.row(
+            name,
+            "keys/s",
+            rates["rust-sdk"],
+            rates["load"],
+            "C++ load generator (bench/load)",
+            0.9,
+            True,
+        )
+    for rt in RUST_FLOORS:
+        table.itself(
+            f"floor: bare tonic ({rt}-thread runtime) drain, {shape}",
+            "keys/s",
+            rates[f"rust-floor-{rt}"],
+            True,
+        )
+    if "load" in rates:
+        table.itself(
+            f"C++ load generator (bench/load) drain, {shape}", "keys/s", rates["load"], True
+        )
 
 
 # --- change → reconcile entry -------------------------------------------------------------
@@ -411,13 +537,10 @@ async def latency(
                 f"p50 {lat['p50_us'] / 1e3:.2f} ms p99 {lat['p99_us'] / 1e3:.2f} ms",
                 flush=True,
             )
-            table.row(
+            table.itself(
                 f"change → reconcile entry p50 at {args.change_rate:.0f}/s ({name})",
                 "ms",
                 lat["p50_us"] / 1e3,
-                lat["p50_us"] / 1e3,
-                "itself",
-                0.0,
                 False,
             )
         over = max(p99["sdk"] - p99["floor"], 1e-3)
@@ -463,6 +586,59 @@ class Cold:
     rss_mib: float
     cpu_s: float
     processes: int
+    watches: int
+
+
+class ApiWatches:
+    """The kube-apiserver's open watches on ConfigMaps: the sum of its stable gauge
+    ``apiserver_longrunning_requests{verb="WATCH", resource="configmaps"}`` (every active WATCH
+    request, as the API server counts them) from /metrics, less what was open before any
+    contender started (the API server's own loopback informers)."""
+
+    def __init__(self, kubeconfig: Path) -> None:
+        from kubernetes import config
+
+        self._api = config.new_client_from_config(config_file=str(kubeconfig))
+        self.baseline = self._open()
+
+    def _open(self) -> int:
+        method, url, headers, _, _ = self._api.param_serialize(
+            "GET", "/metrics", auth_settings=["BearerToken"]
+        )
+        text = self._api.call_api(method, url, headers, _request_timeout=30).read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            if (
+                line.startswith("apiserver_longrunning_requests{")
+                and 'verb="WATCH"' in line
+                and 'resource="configmaps"' in line
+            ):
+                total += float(line.rsplit(" ", 1)[1])
+        return int(total)
+
+    def now(self) -> int:
+        """Open watches on ConfigMaps beyond the baseline."""
+        return self._open() - self.baseline
+
+    def settle(self, timeout_s: float) -> None:
+        """Waits until the previous contender's watches have closed."""
+        deadline = time.monotonic() + timeout_s
+        while (n := self.now()) > 0:
+            if time.monotonic() > deadline:
+                sys.exit(f"bench-sdk: {n} watches on ConfigMaps still open after {timeout_s} s")
+            time.sleep(0.2)
+
+    def steady(self, timeout_s: float) -> int:
+        """The contender's watches once they stop changing (the same non-zero count over 1 s):
+        a watch opens after its list, which may end after the last key was reconciled."""
+        deadline = time.monotonic() + timeout_s
+        samples: list[int] = []
+        while time.monotonic() < deadline:
+            samples.append(self.now())
+            if len(samples) >= 5 and samples[-1] > 0 and len(set(samples[-5:])) == 1:
+                break
+            time.sleep(0.25)
+        return samples[-1]
 
 
 def cold_start(
@@ -471,9 +647,11 @@ def cold_start(
     stop: Callable[[], None],
     count: int,
     timeout_s: float,
+    watches: ApiWatches,
 ) -> Cold:
     """Starts a contender (``spawn`` returns its pids) and waits until it has seen ``count``
-    distinct keys."""
+    distinct keys; then counts its watches on the API server."""
+    watches.settle(timeout_s)
     seen: set[str] = set()
     lock = threading.Lock()
     all_seen = threading.Event()
@@ -498,12 +676,15 @@ def cold_start(
             rss_mib=sum(proc.status_kib(p, "VmRSS") for p in pids) / 1024,
             cpu_s=sum(proc.cpu_seconds(p) for p in pids),
             processes=len(pids),
+            watches=0,
         )
+        result.watches = watches.steady(min(timeout_s, 30.0))
     finally:
         stop()
     print(
         f"  {name}: {result.seconds:.2f} s, peak RSS {result.peak_rss_mib:.0f} MiB "
-        f"({result.processes} processes), CPU {result.cpu_s:.1f} s",
+        f"({result.processes} processes), CPU {result.cpu_s:.1f} s, "
+        f"{result.watches} watches",
         flush=True,
     )
     return result
@@ -514,41 +695,61 @@ def kube(args: argparse.Namespace, table: Table, logdir: Path) -> None:
     try:
         print(f"creating {args.configmaps} ConfigMaps ...", flush=True)
         create_configmaps(kube_api.kubeconfig, args.configmaps)
+        watches = ApiWatches(kube_api.kubeconfig)
         results: dict[str, Cold] = {}
+
+        def workers(name: str, argvs: list[list[str]], env: dict[str, str] | None = None) -> None:
+            results[name] = run_workers(name, argvs, args, logdir, watches, env)
+
         for replicas in (1, 4):
-            results[f"informerd-{replicas}"] = run_informerd(args, kube_api, replicas, logdir)
-            results[f"official-{replicas}"] = run_workers(
-                f"official-{replicas}",
-                [
-                    python(
-                        "official_worker.py",
-                        f"--kubeconfig={kube_api.kubeconfig}",
-                        f"--namespace={CM_NAMESPACE}",
-                    )
-                ]
-                * replicas,
-                args,
-                logdir,
+            if "python" in args.sdk:
+                results[f"informerd-{replicas}"] = run_informerd(
+                    args, kube_api, replicas, logdir, watches, "python"
+                )
+                official = python(
+                    "official_worker.py",
+                    f"--kubeconfig={kube_api.kubeconfig}",
+                    f"--namespace={CM_NAMESPACE}",
+                )
+                workers(f"official-{replicas}", [official] * replicas)
+            if "rust" in args.sdk:
+                results[f"informerd-rust-{replicas}"] = run_informerd(
+                    args, kube_api, replicas, logdir, watches, "rust"
+                )
+                kube_rs = rust(
+                    args,
+                    "kube-rs-worker",
+                    f"--kubeconfig={kube_api.kubeconfig}",
+                    f"--namespace={CM_NAMESPACE}",
+                )
+                workers(f"kube-rs-{replicas}", [kube_rs] * replicas)
+        if "python" in args.sdk:
+            kopf = [sys.executable, "-m", "kopf", "run", f"--namespace={CM_NAMESPACE}"]
+            kopf_env = {"KUBECONFIG": str(kube_api.kubeconfig)}
+            script = str(HERE / "kopf_worker.py")
+            workers("kopf-1", [[*kopf, "--standalone", script]], kopf_env)
+            # kopf's peering: distinct priorities, so that one replica is active and three pause.
+            install_kopf_peering(kube_api.kubeconfig, "bench")
+            workers(
+                "kopf-4",
+                [[*kopf, "--peering=bench", f"--priority={100 - i}", script] for i in range(4)],
+                kopf_env,
             )
-        kopf = [sys.executable, "-m", "kopf", "run", f"--namespace={CM_NAMESPACE}"]
-        kopf_env = {"KUBECONFIG": str(kube_api.kubeconfig)}
-        script = str(HERE / "kopf_worker.py")
-        results["kopf-1"] = run_workers(
-            "kopf-1", [[*kopf, "--standalone", script]], args, logdir, env=kopf_env
-        )
-        # kopf's peering: distinct priorities, so that one replica is active and three pause.
-        install_kopf_peering(kube_api.kubeconfig, "bench")
-        results["kopf-4"] = run_workers(
-            "kopf-4",
-            [[*kopf, "--peering=bench", f"--priority={100 - i}", script] for i in range(4)],
-            args,
-            logdir,
-            env=kopf_env,
-        )
     finally:
         kube_api.close()
     table.raw["kube"] = {k: vars(v) for k, v in results.items()}
     n = f"{args.configmaps // 1000}k" if args.configmaps >= 1000 else str(args.configmaps)
+    if "python" in args.sdk:
+        python_kube_rows(table, results, n)
+    if "rust" in args.sdk:
+        rust_kube_rows(table, results, n)
+
+
+def replicas_text(replicas: int, what: str = "replica") -> str:
+    return f"{replicas} {what}{'s' if replicas > 1 else ''}"
+
+
+def python_kube_rows(table: Table, results: dict[str, Cold], n: str) -> None:
     rows = [
         # (replicas, contender, its name in the table, target for time, target for RSS)
         (1, "kopf-1", "kopf (standalone)", 10.0, 0.0),
@@ -559,8 +760,7 @@ def kube(args: argparse.Namespace, table: Table, logdir: Path) -> None:
     for replicas, key, ref_name, time_target, _ in rows:
         ours, ref = results[f"informerd-{replicas}"], results[key]
         table.row(
-            f"{n} ConfigMaps, {replicas} replica{'s' if replicas > 1 else ''}: "
-            "start → all reconciled",
+            f"{n} ConfigMaps, {replicas_text(replicas)}: start → all reconciled (Python SDK)",
             "s",
             ours.seconds,
             ref.seconds,
@@ -571,13 +771,48 @@ def kube(args: argparse.Namespace, table: Table, logdir: Path) -> None:
     for replicas, key, ref_name, _, rss_target in rows:
         ours, ref = results[f"informerd-{replicas}"], results[key]
         table.row(
-            f"{n} ConfigMaps, {replicas} replica{'s' if replicas > 1 else ''}: total peak RSS "
-            f"(daemon + {replicas} worker{'s' if replicas > 1 else ''})",
+            f"{n} ConfigMaps, {replicas_text(replicas)}: total peak RSS "
+            f"(daemon + {replicas_text(replicas, 'Python worker')})",
             "MiB",
             ours.peak_rss_mib,
             ref.peak_rss_mib,
             ref_name,
             rss_target,
+            False,
+        )
+
+
+def rust_kube_rows(table: Table, results: dict[str, Cold], n: str) -> None:
+    for replicas in (1, 4):
+        ours, ref = results[f"informerd-rust-{replicas}"], results[f"kube-rs-{replicas}"]
+        ref_name = "kube-rs Controller" + (f" x{replicas}" if replicas > 1 else "")
+        table.row(
+            f"{n} ConfigMaps, {replicas_text(replicas)}: start → all reconciled (Rust SDK)",
+            "s",
+            ours.seconds,
+            ref.seconds,
+            ref_name,
+            0.0,
+            False,
+        )
+        table.row(
+            f"{n} ConfigMaps, {replicas_text(replicas)}: total peak RSS "
+            f"(daemon + {replicas_text(replicas, 'Rust worker')})",
+            "MiB",
+            ours.peak_rss_mib,
+            ref.peak_rss_mib,
+            ref_name,
+            2.0 if replicas == 4 else 0.0,
+            False,
+        )
+        # The target is the claim itself: informerd's one watch against one per replica.
+        table.row(
+            f"{n} ConfigMaps, {replicas_text(replicas)}: API-server watches (Rust SDK)",
+            "watches",
+            ours.watches,
+            ref.watches,
+            ref_name,
+            float(replicas),
             False,
         )
 
@@ -639,6 +874,7 @@ def run_workers(
     argvs: list[list[str]],
     args: argparse.Namespace,
     logdir: Path,
+    watches: ApiWatches,
     env: dict[str, str] | None = None,
 ) -> Cold:
     workers: list[Worker] = []
@@ -653,14 +889,20 @@ def run_workers(
         for w in workers:
             w.stop()
 
-    return cold_start(name, spawn, stop, args.configmaps, args.timeout)
+    return cold_start(name, spawn, stop, args.configmaps, args.timeout, watches)
 
 
 def run_informerd(
-    args: argparse.Namespace, kube_api: KubeApiServer, replicas: int, logdir: Path
+    args: argparse.Namespace,
+    kube_api: KubeApiServer,
+    replicas: int,
+    logdir: Path,
+    watches: ApiWatches,
+    sdk: str,
 ) -> Cold:
-    """informerd's cold start: the daemon and ``replicas`` SDK workers started together."""
-    name = f"informerd-{replicas}"
+    """informerd's cold start: the daemon and ``replicas`` SDK workers (``sdk``: python or
+    rust) started together."""
+    name = f"informerd-{replicas}" if sdk == "python" else f"informerd-{sdk}-{replicas}"
     workers: list[Worker] = []
     daemons: list[Daemon] = []
 
@@ -669,14 +911,17 @@ def run_informerd(
             kubeconfig=kube_api.kubeconfig, workdir=Path(tempfile.mkdtemp(prefix=name, dir=logdir))
         )
         daemons.append(daemon)
-        argv = python(
-            "sdk_worker.py",
+        worker_args = (
             f"--target={daemon.target}",
             "--queue=cms",
             f"--namespace={CM_NAMESPACE}",
             f"--concurrency={args.kube_concurrency}",
             "--seen",
         )
+        if sdk == "python":
+            argv = python("sdk_worker.py", *worker_args)
+        else:
+            argv = rust(args, "sdk-worker", *worker_args)
         workers.extend(Worker(f"{name}.{i}", argv, logdir, on_seen) for i in range(replicas))
         assert daemon.proc is not None
         return [daemon.proc.pid, *(w.pid for w in workers)]
@@ -687,7 +932,7 @@ def run_informerd(
         for d in daemons:
             d.close()
 
-    return cold_start(name, spawn, stop, args.configmaps, args.timeout)
+    return cold_start(name, spawn, stop, args.configmaps, args.timeout, watches)
 
 
 # --- main ---------------------------------------------------------------------------------
@@ -705,7 +950,7 @@ async def fake_cluster_rows(args: argparse.Namespace, table: Table, logdir: Path
         if "throughput" in args.only:
             print("Work stream drain: floors and the SDK ...", flush=True)
             await throughput(args, table, daemon, logdir)
-        if "latency" in args.only:
+        if "latency" in args.only and "python" in args.sdk:
             print("change → reconcile entry ...", flush=True)
             await latency(args, table, api, daemon, logdir)
 
@@ -740,9 +985,27 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument(
         "--repetitions", type=int, default=3, help="runs of each drain (the median is reported)"
     )
+    p.add_argument("--sdk", default=",".join(SDKS), help="which SDKs' rows to run (python,rust)")
+    p.add_argument(
+        "--rust-bin",
+        type=Path,
+        help="the Rust workers' directory (cargo build --release -p informerd-bench)",
+    )
+    p.add_argument("--load", type=Path, help="the C++ load generator (bazel //bench:load)")
     p.add_argument("--out", type=Path, default=ROOT / "bench/results/sdk.json")
     args = p.parse_args(argv)
     args.only = set(args.only.split(","))
+    args.sdk = set(args.sdk.split(","))
+    if args.sdk - set(SDKS):
+        p.error(f"--sdk: unknown {sorted(args.sdk - set(SDKS))}; expected some of {SDKS}")
+    if "rust" in args.sdk:
+        missing = [
+            b
+            for b in ("tonic-floor", "sdk-worker", "kube-rs-worker")
+            if args.rust_bin is None or not (args.rust_bin / b).is_file()
+        ]
+        if missing:
+            p.error(f"--rust-bin={args.rust_bin}: no {', '.join(missing)} (or --sdk=python)")
     table = Table()
     table.raw["arguments"] = {
         k: sorted(v) if isinstance(v, set) else str(v) if isinstance(v, Path) else v

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../proto");
-    let root = root.canonicalize().map_err(|e| format!("proto/ at {}: {e}", root.display()))?;
+    let root = root
+        .canonicalize()
+        .map_err(|e| format!("proto/ at {}: {e}", root.display()))?;
     let protos: Vec<PathBuf> = ["admin", "errors", "informers", "objects", "queues", "work"]
         .iter()
         .map(|name| root.join(format!("informerd/v1/{name}.proto")))

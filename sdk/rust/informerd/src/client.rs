@@ -20,9 +20,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use informerd_api::v1::{
+    EnsureInformerRequest, InformerSpec as InformerSpecProto, QueueSpec, UpdateQueueRequest,
     admin_client::AdminClient, informers_client::InformersClient, queues_client::QueuesClient,
-    work_client::WorkClient, EnsureInformerRequest, InformerSpec as InformerSpecProto, QueueSpec,
-    UpdateQueueRequest,
+    work_client::WorkClient,
 };
 use tonic::metadata::AsciiMetadataValue;
 use tonic::service::interceptor::InterceptedService;
@@ -164,12 +164,18 @@ impl ConnectOptions {
 
     fn check(&self) -> Result<()> {
         if self.target.trim().is_empty() {
-            return Err(Error::invalid("ConnectOptions.target", "empty (want host:port or unix:///path)"));
+            return Err(Error::invalid(
+                "ConnectOptions.target",
+                "empty (want host:port or unix:///path)",
+            ));
         }
         if self.keepalive < Duration::from_secs(1) {
             return Err(Error::invalid(
                 "ConnectOptions.keepalive",
-                format!("{:?} is below the daemon's minimum ping interval of 1 s", self.keepalive),
+                format!(
+                    "{:?} is below the daemon's minimum ping interval of 1 s",
+                    self.keepalive
+                ),
             ));
         }
         if self.timeout.is_zero() {
@@ -178,21 +184,36 @@ impl ConnectOptions {
         if self.max_message_bytes < 4 << 20 {
             return Err(Error::invalid(
                 "ConnectOptions.max_message_bytes",
-                format!("{} is below 4 MiB; the daemon sends messages up to its 2 MiB cap and larger single objects", self.max_message_bytes),
+                format!(
+                    "{} is below 4 MiB; the daemon sends messages up to its 2 MiB cap and larger single objects",
+                    self.max_message_bytes
+                ),
             ));
         }
         Ok(())
     }
 
     fn endpoint(&self) -> Result<(Endpoint, Option<PathBuf>)> {
-        let connect_err = |problem: String| Error::Connect { target: self.target.clone(), problem };
+        let connect_err = |problem: String| Error::Connect {
+            target: self.target.clone(),
+            problem,
+        };
         let (uri, unix) = if let Some(path) = self.target.strip_prefix("unix://") {
             if path.is_empty() {
-                return Err(Error::invalid("ConnectOptions.target", "unix:// without a path"));
+                return Err(Error::invalid(
+                    "ConnectOptions.target",
+                    "unix:// without a path",
+                ));
             }
-            ("http://informerd.local".to_string(), Some(PathBuf::from(path)))
+            (
+                "http://informerd.local".to_string(),
+                Some(PathBuf::from(path)),
+            )
         } else if let Some(path) = self.target.strip_prefix("unix:") {
-            ("http://informerd.local".to_string(), Some(PathBuf::from(path)))
+            (
+                "http://informerd.local".to_string(),
+                Some(PathBuf::from(path)),
+            )
         } else if self.target.starts_with("http://") || self.target.starts_with("https://") {
             (self.target.clone(), None)
         } else {
@@ -200,7 +221,9 @@ impl ConnectOptions {
             (format!("{scheme}://{}", self.target), None)
         };
         let mut endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| Error::invalid("ConnectOptions.target", format!("{:?}: {e}", self.target)))?
+            .map_err(|e| {
+                Error::invalid("ConnectOptions.target", format!("{:?}: {e}", self.target))
+            })?
             .http2_keep_alive_interval(self.keepalive)
             .keep_alive_timeout(self.keepalive_timeout)
             .keep_alive_while_idle(true)
@@ -218,7 +241,9 @@ impl ConnectOptions {
             if let Some(name) = &self.server_name {
                 tls = tls.domain_name(name.clone());
             }
-            endpoint = endpoint.tls_config(tls).map_err(|e| connect_err(format!("TLS: {e}")))?;
+            endpoint = endpoint
+                .tls_config(tls)
+                .map_err(|e| connect_err(format!("TLS: {e}")))?;
         }
         Ok((endpoint, unix))
     }
@@ -241,26 +266,33 @@ const TOKEN_FILE_REREAD: Duration = Duration::from_secs(10);
 impl TokenFile {
     fn value(&self) -> std::result::Result<AsciiMetadataValue, tonic::Status> {
         let mut cached = self.cached.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((at, v)) = cached.as_ref() {
-            if at.elapsed() < TOKEN_FILE_REREAD {
-                return Ok(v.clone());
-            }
+        if let Some((at, v)) = cached.as_ref()
+            && at.elapsed() < TOKEN_FILE_REREAD
+        {
+            return Ok(v.clone());
         }
         let token = std::fs::read_to_string(&self.path).map_err(|e| {
             tonic::Status::unauthenticated(format!("token_file {}: {e}", self.path.display()))
         })?;
-        let v = bearer(token.trim()).map_err(|e| tonic::Status::unauthenticated(format!("token_file {}: {e}", self.path.display())))?;
+        let v = bearer(token.trim()).map_err(|e| {
+            tonic::Status::unauthenticated(format!("token_file {}: {e}", self.path.display()))
+        })?;
         *cached = Some((Instant::now(), v.clone()));
         Ok(v)
     }
 }
 
 fn bearer(token: &str) -> std::result::Result<AsciiMetadataValue, String> {
-    format!("Bearer {token}").parse().map_err(|_| "the token is not printable ASCII".to_string())
+    format!("Bearer {token}")
+        .parse()
+        .map_err(|_| "the token is not printable ASCII".to_string())
 }
 
 impl tonic::service::Interceptor for Auth {
-    fn call(&mut self, mut req: tonic::Request<()>) -> std::result::Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut req: tonic::Request<()>,
+    ) -> std::result::Result<tonic::Request<()>, tonic::Status> {
         let value = match (&self.token, &self.file) {
             (_, Some(file)) => Some(file.value()?),
             (Some(v), None) => Some(v.clone()),
@@ -300,7 +332,9 @@ pub struct Client {
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Client").field("target", &self.inner.options.target).finish()
+        f.debug_struct("Client")
+            .field("target", &self.inner.options.target)
+            .finish()
     }
 }
 
@@ -312,24 +346,39 @@ impl Client {
         let (endpoint, unix) = options.endpoint()?;
         let channel = match unix {
             None => endpoint.connect_lazy(),
-            Some(path) => endpoint.connect_with_connector_lazy(tower::service_fn(move |_: tonic::transport::Uri| {
-                let path = path.clone();
-                async move {
-                    let stream = tokio::net::UnixStream::connect(path).await?;
-                    Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                }
-            })),
+            Some(path) => endpoint.connect_with_connector_lazy(tower::service_fn(
+                move |_: tonic::transport::Uri| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                },
+            )),
         };
         let token = match &options.token {
             Some(t) => Some(bearer(t).map_err(|e| Error::invalid("ConnectOptions.token", e))?),
             None => None,
         };
-        let file = options.token_file.as_ref().map(|path| Arc::new(TokenFile { path: path.clone(), cached: Mutex::new(None) }));
+        let file = options.token_file.as_ref().map(|path| {
+            Arc::new(TokenFile {
+                path: path.clone(),
+                cached: Mutex::new(None),
+            })
+        });
         if let Some(f) = &file {
-            f.value().map_err(|e| Error::Connect { target: options.target.clone(), problem: e.message().to_string() })?;
+            f.value().map_err(|e| Error::Connect {
+                target: options.target.clone(),
+                problem: e.message().to_string(),
+            })?;
         }
         Ok(Client {
-            inner: Arc::new(Inner { options, channel, auth: Auth { token, file }, remembered: Mutex::new(Remembered::default()) }),
+            inner: Arc::new(Inner {
+                options,
+                channel,
+                auth: Auth { token, file },
+                remembered: Mutex::new(Remembered::default()),
+            }),
         })
     }
 
@@ -351,30 +400,44 @@ impl Client {
     /// does not cover.
     pub fn informers_raw(&self) -> InformersClient<AuthChannel> {
         let n = self.inner.options.max_message_bytes;
-        InformersClient::new(self.channel()).max_decoding_message_size(n).max_encoding_message_size(n)
+        InformersClient::new(self.channel())
+            .max_decoding_message_size(n)
+            .max_encoding_message_size(n)
     }
 
     /// The generated `Queues` client on this connection.
     pub fn queues_raw(&self) -> QueuesClient<AuthChannel> {
         let n = self.inner.options.max_message_bytes;
-        QueuesClient::new(self.channel()).max_decoding_message_size(n).max_encoding_message_size(n)
+        QueuesClient::new(self.channel())
+            .max_decoding_message_size(n)
+            .max_encoding_message_size(n)
     }
 
     /// The generated `Work` client on this connection.
     pub fn work_raw(&self) -> WorkClient<AuthChannel> {
         let n = self.inner.options.max_message_bytes;
-        WorkClient::new(self.channel()).max_decoding_message_size(n).max_encoding_message_size(n)
+        WorkClient::new(self.channel())
+            .max_decoding_message_size(n)
+            .max_encoding_message_size(n)
     }
 
     /// The generated `Admin` client on this connection.
     pub fn admin_raw(&self) -> AdminClient<AuthChannel> {
         let n = self.inner.options.max_message_bytes;
-        AdminClient::new(self.channel()).max_decoding_message_size(n).max_encoding_message_size(n)
+        AdminClient::new(self.channel())
+            .max_decoding_message_size(n)
+            .max_encoding_message_size(n)
     }
 
     /// Runs one unary call with a deadline (`timeout`, else the options'): the deadline goes to
     /// the daemon as `grpc-timeout` and is enforced here too.
-    pub async fn unary<T, R, F, Fut>(&self, what: &str, timeout: Option<Duration>, request: T, call: F) -> Result<R>
+    pub async fn unary<T, R, F, Fut>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        request: T,
+        call: F,
+    ) -> Result<R>
     where
         F: FnOnce(tonic::Request<T>) -> Fut,
         Fut: Future<Output = std::result::Result<tonic::Response<R>, tonic::Status>>,
@@ -385,27 +448,46 @@ impl Client {
         match tokio::time::timeout(timeout + Duration::from_millis(200), call(req)).await {
             Ok(Ok(resp)) => Ok(resp.into_inner()),
             Ok(Err(status)) => Err(Error::from(status)),
-            Err(_) => Err(Error::Timeout { what: what.to_string(), seconds: timeout.as_secs_f64() }),
+            Err(_) => Err(Error::Timeout {
+                what: what.to_string(),
+                seconds: timeout.as_secs_f64(),
+            }),
         }
     }
 
     pub(crate) fn remember_informer(&self, id: &str, spec: &InformerSpecProto) {
-        let mut r = self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .inner
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         r.informers.insert(id.to_string(), spec.clone());
     }
 
     pub(crate) fn forget_informer(&self, id: &str) {
-        let mut r = self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .inner
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         r.informers.remove(id);
     }
 
     pub(crate) fn remember_queue(&self, spec: &QueueSpec) {
-        let mut r = self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .inner
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         r.queues.insert(spec.name.clone(), spec.clone());
     }
 
     pub(crate) fn forget_queue(&self, name: &str) {
-        let mut r = self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut r = self
+            .inner
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         r.queues.remove(name);
     }
 
@@ -414,23 +496,41 @@ impl Client {
     /// sources still name them; queues are updated with `allow_missing`.
     pub async fn reensure(&self) -> Result<()> {
         let (informers, queues) = {
-            let r = self.inner.remembered.lock().unwrap_or_else(|p| p.into_inner());
+            let r = self
+                .inner
+                .remembered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             (r.informers.clone(), r.queues.clone())
         };
         for (id, spec) in informers {
             let mut rpc = self.informers_raw();
             let info = self
-                .unary("EnsureInformer", None, EnsureInformerRequest { spec: Some(spec) }, |r| rpc.ensure_informer(r))
+                .unary(
+                    "EnsureInformer",
+                    None,
+                    EnsureInformerRequest { spec: Some(spec) },
+                    |r| rpc.ensure_informer(r),
+                )
                 .await?;
             if info.id != id {
-                return Err(Error::Protocol(format!("informer {id} came back as {} after a restart", info.id)));
+                return Err(Error::Protocol(format!(
+                    "informer {id} came back as {} after a restart",
+                    info.id
+                )));
             }
         }
         for (_, spec) in queues {
             let mut rpc = self.queues_raw();
-            self.unary("UpdateQueue", None, UpdateQueueRequest { spec: Some(spec), allow_missing: true }, |r| {
-                rpc.update_queue(r)
-            })
+            self.unary(
+                "UpdateQueue",
+                None,
+                UpdateQueueRequest {
+                    spec: Some(spec),
+                    allow_missing: true,
+                },
+                |r| rpc.update_queue(r),
+            )
             .await?;
         }
         Ok(())
@@ -455,7 +555,11 @@ impl Default for Backoff {
 impl Backoff {
     /// A backoff from `initial` up to `max`.
     pub fn new(initial: Duration, max: Duration) -> Self {
-        Backoff { initial, max: max.max(initial), attempt: 0 }
+        Backoff {
+            initial,
+            max: max.max(initial),
+            attempt: 0,
+        }
     }
 
     /// The next wait.
@@ -465,7 +569,11 @@ impl Backoff {
         self.attempt = self.attempt.saturating_add(1);
         let low = cap / 2;
         let span = (cap - low).as_nanos() as u64;
-        low + Duration::from_nanos(if span == 0 { 0 } else { rand::random_range(0..=span) })
+        low + Duration::from_nanos(if span == 0 {
+            0
+        } else {
+            rand::random_range(0..=span)
+        })
     }
 
     /// Back to the first wait (after a success).
@@ -482,16 +590,31 @@ mod tests {
     fn backoff_doubles_with_jitter_and_stops_at_max() {
         let mut b = Backoff::new(Duration::from_millis(100), Duration::from_millis(1000));
         let first = b.next_delay();
-        assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100), "{first:?}");
+        assert!(
+            first >= Duration::from_millis(50) && first <= Duration::from_millis(100),
+            "{first:?}"
+        );
         let second = b.next_delay();
-        assert!(second >= Duration::from_millis(100) && second <= Duration::from_millis(200), "{second:?}");
+        assert!(
+            second >= Duration::from_millis(100) && second <= Duration::from_millis(200),
+            "{second:?}"
+        );
         let third = b.next_delay();
-        assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400), "{third:?}");
+        assert!(
+            third >= Duration::from_millis(200) && third <= Duration::from_millis(400),
+            "{third:?}"
+        );
         let fourth = b.next_delay();
-        assert!(fourth >= Duration::from_millis(400) && fourth <= Duration::from_millis(800), "{fourth:?}");
+        assert!(
+            fourth >= Duration::from_millis(400) && fourth <= Duration::from_millis(800),
+            "{fourth:?}"
+        );
         for _ in 0..40 {
             let d = b.next_delay();
-            assert!(d >= Duration::from_millis(500) && d <= Duration::from_millis(1000), "{d:?}");
+            assert!(
+                d >= Duration::from_millis(500) && d <= Duration::from_millis(1000),
+                "{d:?}"
+            );
         }
         b.reset();
         assert!(b.next_delay() <= Duration::from_millis(100));
@@ -501,11 +624,17 @@ mod tests {
     async fn bad_options_name_the_field() {
         let e = Client::connect(ConnectOptions::new("")).unwrap_err();
         assert_eq!(e.field(), Some("ConnectOptions.target"));
-        let e = Client::connect(ConnectOptions::new("127.0.0.1:1").keepalive(Duration::from_millis(10), Duration::from_secs(1))).unwrap_err();
+        let e = Client::connect(
+            ConnectOptions::new("127.0.0.1:1")
+                .keepalive(Duration::from_millis(10), Duration::from_secs(1)),
+        )
+        .unwrap_err();
         assert_eq!(e.field(), Some("ConnectOptions.keepalive"));
         let e = Client::connect(ConnectOptions::new("127.0.0.1:1").token("a\nb")).unwrap_err();
         assert_eq!(e.field(), Some("ConnectOptions.token"));
-        let e = Client::connect(ConnectOptions::new("127.0.0.1:1").token_file("/nonexistent/token")).unwrap_err();
+        let e =
+            Client::connect(ConnectOptions::new("127.0.0.1:1").token_file("/nonexistent/token"))
+                .unwrap_err();
         assert!(e.to_string().contains("/nonexistent/token"), "{e}");
         let e = Client::connect(ConnectOptions::new("not a uri ::")).unwrap_err();
         assert_eq!(e.field(), Some("ConnectOptions.target"));

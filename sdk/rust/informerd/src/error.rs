@@ -115,7 +115,10 @@ pub enum Error {
 impl Error {
     /// The refusal of an argument named `field`.
     pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
-        Error::InvalidArgument { field: field.into(), problem: problem.into() }
+        Error::InvalidArgument {
+            field: field.into(),
+            problem: problem.into(),
+        }
     }
 
     /// The gRPC code: the daemon's, or the one this error would have had on the wire.
@@ -163,8 +166,10 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Api(s) => {
-                matches!(s.code, Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Aborted)
-                    || (s.code == Code::Cancelled && s.reason.is_empty())
+                matches!(
+                    s.code,
+                    Code::Unavailable | Code::DeadlineExceeded | Code::Unknown | Code::Aborted
+                ) || (s.code == Code::Cancelled && s.reason.is_empty())
                     || s.reason == ErrorReason::DaemonShuttingDown.as_str_name()
             }
             Error::Connect { .. } | Error::Timeout { .. } => true,
@@ -186,16 +191,14 @@ impl From<tonic::Status> for Error {
         {
             for detail in status.get_error_details_vec() {
                 match detail {
-                    ErrorDetail::ErrorInfo(info) => {
-                        if info.domain == ERROR_DOMAIN || reason.is_empty() {
-                            reason = info.reason;
-                            metadata.extend(info.metadata);
-                        }
+                    ErrorDetail::ErrorInfo(info)
+                        if info.domain == ERROR_DOMAIN || reason.is_empty() =>
+                    {
+                        reason = info.reason;
+                        metadata.extend(info.metadata);
                     }
-                    ErrorDetail::BadRequest(bad) => {
-                        if field.is_none() {
-                            field = bad.field_violations.into_iter().next().map(|v| v.field);
-                        }
+                    ErrorDetail::BadRequest(bad) if field.is_none() => {
+                        field = bad.field_violations.into_iter().next().map(|v| v.field);
                     }
                     _ => {}
                 }
@@ -233,15 +236,25 @@ mod tests {
         assert_eq!(e.reason(), Some(ErrorReason::InvalidField));
         assert_eq!(e.field(), Some("spec.kind"));
         assert!(!e.is_transient());
-        assert_eq!(e.to_string(), "informerd: InvalidArgument: bad kind reason=INVALID_FIELD field=spec.kind");
+        assert_eq!(
+            e.to_string(),
+            "informerd: InvalidArgument: bad kind reason=INVALID_FIELD field=spec.kind"
+        );
     }
 
     #[test]
     fn unknown_reasons_are_kept_as_strings() {
         let details = ErrorDetails::with_error_info("FROM_THE_FUTURE", ERROR_DOMAIN, []);
-        let e = Error::from(tonic::Status::with_error_details(Code::Unavailable, "x", details));
+        let e = Error::from(tonic::Status::with_error_details(
+            Code::Unavailable,
+            "x",
+            details,
+        ));
         assert_eq!(e.reason(), None);
-        assert_eq!(e.status().map(|s| s.reason.as_str()), Some("FROM_THE_FUTURE"));
+        assert_eq!(
+            e.status().map(|s| s.reason.as_str()),
+            Some("FROM_THE_FUTURE")
+        );
         assert!(e.is_transient());
     }
 

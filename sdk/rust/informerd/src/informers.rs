@@ -34,9 +34,9 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use informerd_api::v1::{
-    self, index_spec, watch_event, DeleteInformerRequest, EnsureInformerRequest, GetInformerRequest,
-    GetRequest, GroupVersionResource, InformerInfo, ListRequest, OwnerIndex, TransformSpec,
-    WaitForSyncRequest, WatchRequest,
+    self, DeleteInformerRequest, EnsureInformerRequest, GetInformerRequest, GetRequest,
+    GroupVersionResource, InformerInfo, ListRequest, OwnerIndex, TransformSpec, WaitForSyncRequest,
+    WatchRequest, index_spec, watch_event,
 };
 use tokio::sync::mpsc;
 
@@ -55,21 +55,41 @@ pub struct IndexSpec(v1::IndexSpec);
 impl IndexSpec {
     /// By the value of one label.
     pub fn label(name: impl Into<String>, label_key: impl Into<String>) -> Self {
-        IndexSpec(v1::IndexSpec { name: name.into(), kind: Some(index_spec::Kind::LabelKey(label_key.into())) })
+        IndexSpec(v1::IndexSpec {
+            name: name.into(),
+            kind: Some(index_spec::Kind::LabelKey(label_key.into())),
+        })
     }
 
     /// By the value(s) of a dotted field path, arrays walked, e.g. `spec.volumes.configMap.name`.
     pub fn field(name: impl Into<String>, field_path: impl Into<String>) -> Self {
-        IndexSpec(v1::IndexSpec { name: name.into(), kind: Some(index_spec::Kind::FieldPath(field_path.into())) })
+        IndexSpec(v1::IndexSpec {
+            name: name.into(),
+            kind: Some(index_spec::Kind::FieldPath(field_path.into())),
+        })
     }
 
     /// By owner: `Kind/name` of the controller owner (of `kind` when not empty; every owner with
     /// `all_owners`), or the owner's uid with `by_uid`.
-    pub fn owner(name: impl Into<String>, kind: impl Into<String>, all_owners: bool, by_uid: bool) -> Self {
+    pub fn owner(
+        name: impl Into<String>,
+        kind: impl Into<String>,
+        all_owners: bool,
+        by_uid: bool,
+    ) -> Self {
         IndexSpec(v1::IndexSpec {
             name: name.into(),
-            kind: Some(index_spec::Kind::Owner(OwnerIndex { kind: kind.into(), all_owners, by_uid })),
+            kind: Some(index_spec::Kind::Owner(OwnerIndex {
+                kind: kind.into(),
+                all_owners,
+                by_uid,
+            })),
         })
+    }
+
+    /// The index's name.
+    pub fn name(&self) -> &str {
+        &self.0.name
     }
 
     /// The wire form.
@@ -85,7 +105,10 @@ pub struct Transform(TransformSpec);
 impl Transform {
     /// Keep only metadata (and apiVersion/kind).
     pub fn metadata_only() -> Self {
-        Transform(TransformSpec { metadata_only: true, ..Default::default() })
+        Transform(TransformSpec {
+            metadata_only: true,
+            ..Default::default()
+        })
     }
 
     /// Also keep metadata.managedFields (dropped by default).
@@ -117,13 +140,25 @@ impl InformerSpec {
     /// The informer of `kind` in `api_version` (e.g. `"v1"`, `"ConfigMap"` or `"apps/v1"`,
     /// `"Deployment"`), all namespaces.
     pub fn new(api_version: impl Into<String>, kind: impl Into<String>) -> Self {
-        InformerSpec(v1::InformerSpec { api_version: api_version.into(), kind: kind.into(), ..Default::default() })
+        InformerSpec(v1::InformerSpec {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            ..Default::default()
+        })
     }
 
     /// The informer of a resource named by group, version and plural resource name.
-    pub fn resource(group: impl Into<String>, version: impl Into<String>, resource: impl Into<String>) -> Self {
+    pub fn resource(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        resource: impl Into<String>,
+    ) -> Self {
         InformerSpec(v1::InformerSpec {
-            resource: Some(GroupVersionResource { group: group.into(), version: version.into(), resource: resource.into() }),
+            resource: Some(GroupVersionResource {
+                group: group.into(),
+                version: version.into(),
+                resource: resource.into(),
+            }),
             ..Default::default()
         })
     }
@@ -179,16 +214,24 @@ impl InformerSpec {
         match &s.resource {
             Some(r) if !s.kind.is_empty() || !s.api_version.is_empty() => {
                 let _ = r;
-                Err(Error::invalid("InformerSpec.resource", "give a resource or an apiVersion and kind, not both"))
+                Err(Error::invalid(
+                    "InformerSpec.resource",
+                    "give a resource or an apiVersion and kind, not both",
+                ))
             }
-            Some(r) if r.version.is_empty() || r.resource.is_empty() => {
-                Err(Error::invalid("InformerSpec.resource", "version and resource are required"))
-            }
+            Some(r) if r.version.is_empty() || r.resource.is_empty() => Err(Error::invalid(
+                "InformerSpec.resource",
+                "version and resource are required",
+            )),
             Some(_) => Ok(()),
-            None if s.kind.is_empty() => Err(Error::invalid("InformerSpec.kind", "empty (e.g. \"ConfigMap\")")),
-            None if s.api_version.is_empty() => {
-                Err(Error::invalid("InformerSpec.api_version", "empty (e.g. \"v1\" or \"apps/v1\")"))
-            }
+            None if s.kind.is_empty() => Err(Error::invalid(
+                "InformerSpec.kind",
+                "empty (e.g. \"ConfigMap\")",
+            )),
+            None if s.api_version.is_empty() => Err(Error::invalid(
+                "InformerSpec.api_version",
+                "empty (e.g. \"v1\" or \"apps/v1\")",
+            )),
             None => Ok(()),
         }
     }
@@ -203,7 +246,9 @@ pub struct Informers {
 impl Client {
     /// The informer API.
     pub fn informers(&self) -> Informers {
-        Informers { client: self.clone() }
+        Informers {
+            client: self.clone(),
+        }
     }
 }
 
@@ -215,10 +260,21 @@ impl Informers {
         let mut rpc = self.client.informers_raw();
         let info = self
             .client
-            .unary("EnsureInformer", None, EnsureInformerRequest { spec: Some(spec.0.clone()) }, |r| rpc.ensure_informer(r))
+            .unary(
+                "EnsureInformer",
+                None,
+                EnsureInformerRequest {
+                    spec: Some(spec.0.clone()),
+                },
+                |r| rpc.ensure_informer(r),
+            )
             .await?;
         self.client.remember_informer(&info.id, &spec.0);
-        Ok(Informer { client: self.client.clone(), spec: spec.0, info })
+        Ok(Informer {
+            client: self.client.clone(),
+            spec: spec.0,
+            info,
+        })
     }
 
     /// A handle on a running informer by id.
@@ -226,10 +282,21 @@ impl Informers {
         let mut rpc = self.client.informers_raw();
         let info = self
             .client
-            .unary("GetInformer", None, GetInformerRequest { informer_id: informer_id.to_string() }, |r| rpc.get_informer(r))
+            .unary(
+                "GetInformer",
+                None,
+                GetInformerRequest {
+                    informer_id: informer_id.to_string(),
+                },
+                |r| rpc.get_informer(r),
+            )
             .await?;
         let spec = info.spec.clone().unwrap_or_default();
-        Ok(Informer { client: self.client.clone(), spec, info })
+        Ok(Informer {
+            client: self.client.clone(),
+            spec,
+            info,
+        })
     }
 }
 
@@ -288,7 +355,11 @@ pub struct WatchParams {
 
 impl Default for WatchParams {
     fn default() -> Self {
-        WatchParams { request: WatchRequest::default(), reconnect: true, backoff: Backoff::default() }
+        WatchParams {
+            request: WatchRequest::default(),
+            reconnect: true,
+            backoff: Backoff::default(),
+        }
     }
 }
 
@@ -373,20 +444,30 @@ pub enum Event {
 impl Event {
     fn from_proto(e: v1::WatchEvent) -> Result<Event> {
         let object = || {
-            e.object
-                .clone()
-                .map(Object::from_proto)
-                .ok_or_else(|| Error::Protocol(format!("a {:?} event without an object", e.r#type())))
+            e.object.clone().map(Object::from_proto).ok_or_else(|| {
+                Error::Protocol(format!("a {:?} event without an object", e.r#type()))
+            })
         };
         Ok(match e.r#type() {
-            watch_event::Type::Added => Event::Added { object: object()?, initial: e.initial },
-            watch_event::Type::Updated => {
-                Event::Updated { object: object()?, old: e.old_object.clone().map(Object::from_proto) }
-            }
-            watch_event::Type::Deleted => Event::Deleted { object: object()?, tombstone: e.tombstone },
+            watch_event::Type::Added => Event::Added {
+                object: object()?,
+                initial: e.initial,
+            },
+            watch_event::Type::Updated => Event::Updated {
+                object: object()?,
+                old: e.old_object.clone().map(Object::from_proto),
+            },
+            watch_event::Type::Deleted => Event::Deleted {
+                object: object()?,
+                tombstone: e.tombstone,
+            },
             watch_event::Type::Synced => Event::Synced,
-            watch_event::Type::Resnapshot => Event::Resnapshot { keys: e.resnapshot_keys },
-            watch_event::Type::Unspecified => return Err(Error::Protocol("a watch event without a type".into())),
+            watch_event::Type::Resnapshot => Event::Resnapshot {
+                keys: e.resnapshot_keys,
+            },
+            watch_event::Type::Unspecified => {
+                return Err(Error::Protocol("a watch event without a type".into()));
+            }
         })
     }
 }
@@ -442,7 +523,14 @@ impl Informer {
         let mut rpc = self.client.informers_raw();
         self.info = self
             .client
-            .unary("GetInformer", None, GetInformerRequest { informer_id: self.info.id.clone() }, |r| rpc.get_informer(r))
+            .unary(
+                "GetInformer",
+                None,
+                GetInformerRequest {
+                    informer_id: self.info.id.clone(),
+                },
+                |r| rpc.get_informer(r),
+            )
             .await?;
         Ok(&self.info)
     }
@@ -456,7 +544,10 @@ impl Informer {
             .unary(
                 "WaitForSync",
                 Some(timeout + Duration::from_secs(5)),
-                WaitForSyncRequest { informer_id: self.info.id.clone(), timeout_ms },
+                WaitForSyncRequest {
+                    informer_id: self.info.id.clone(),
+                    timeout_ms,
+                },
                 |r| rpc.wait_for_sync(r),
             )
             .await
@@ -467,9 +558,21 @@ impl Informer {
         let mut rpc = self.client.informers_raw();
         let resp = self
             .client
-            .unary("Get", None, GetRequest { informer_id: self.info.id.clone(), key: key.to_string() }, |r| rpc.get(r))
+            .unary(
+                "Get",
+                None,
+                GetRequest {
+                    informer_id: self.info.id.clone(),
+                    key: key.to_string(),
+                },
+                |r| rpc.get(r),
+            )
             .await?;
-        Ok(if resp.found { resp.object.map(Object::from_proto) } else { None })
+        Ok(if resp.found {
+            resp.object.map(Object::from_proto)
+        } else {
+            None
+        })
     }
 
     /// The cached object with `key`, decoded as `K`.
@@ -490,16 +593,28 @@ impl Informer {
 
     /// Objects from the daemon's cache as they are streamed, one batch at a time (nothing holds
     /// them all at once). The whole stream must be read within the client's deadline.
-    pub fn list_batches(&self, params: ListParams) -> futures::stream::BoxStream<'static, Result<Vec<Object>>> {
+    pub fn list_batches(
+        &self,
+        params: ListParams,
+    ) -> futures::stream::BoxStream<'static, Result<Vec<Object>>> {
         let client = self.client.clone();
         let mut request = params.request;
         request.informer_id = self.info.id.clone();
         let timeout = client.options().default_timeout();
         let checked = count("ListParams.batch_size", request.batch_size, MAX_BATCH_SIZE)
-            .and_then(|_| count("ListParams.max_batch_bytes", request.max_batch_bytes, MAX_BATCH_BYTES))
+            .and_then(|_| {
+                count(
+                    "ListParams.max_batch_bytes",
+                    request.max_batch_bytes,
+                    MAX_BATCH_BYTES,
+                )
+            })
             .and_then(|_| {
                 if request.index_name.is_empty() && !request.index_value.is_empty() {
-                    Err(Error::invalid("ListParams.index", "a value without an index name"))
+                    Err(Error::invalid(
+                        "ListParams.index",
+                        "a value without an index name",
+                    ))
                 } else {
                     Ok(())
                 }
@@ -512,7 +627,10 @@ impl Informer {
             req.set_timeout(timeout);
             match tokio::time::timeout_at(deadline, rpc.list(req)).await {
                 Ok(r) => Ok(r?.into_inner()),
-                Err(_) => Err(Error::Timeout { what: "List".into(), seconds: timeout.as_secs_f64() }),
+                Err(_) => Err(Error::Timeout {
+                    what: "List".into(),
+                    seconds: timeout.as_secs_f64(),
+                }),
             }
         })
         .map(move |opened: Result<tonic::Streaming<v1::ListResponse>>| {
@@ -523,12 +641,19 @@ impl Informer {
                 };
                 let mut streaming = streaming;
                 match tokio::time::timeout_at(deadline, streaming.message()).await {
-                    Err(_) => Some((Err(Error::Timeout { what: "List".into(), seconds: timeout.as_secs_f64() }), None)),
+                    Err(_) => Some((
+                        Err(Error::Timeout {
+                            what: "List".into(),
+                            seconds: timeout.as_secs_f64(),
+                        }),
+                        None,
+                    )),
                     Ok(Err(status)) => Some((Err(Error::from(status)), None)),
                     Ok(Ok(None)) => None,
-                    Ok(Ok(Some(resp))) => {
-                        Some((Ok(resp.objects.into_iter().map(Object::from_proto).collect()), Some(Ok(streaming))))
-                    }
+                    Ok(Ok(Some(resp))) => Some((
+                        Ok(resp.objects.into_iter().map(Object::from_proto).collect()),
+                        Some(Ok(streaming)),
+                    )),
                 }
             })
         })
@@ -543,7 +668,11 @@ impl Informer {
         let (tx, rx) = mpsc::channel(4);
         let mut request = params.request.clone();
         request.informer_id = self.info.id.clone();
-        let checked = count("WatchParams.max_batch_bytes", request.max_batch_bytes, MAX_BATCH_BYTES);
+        let checked = count(
+            "WatchParams.max_batch_bytes",
+            request.max_batch_bytes,
+            MAX_BATCH_BYTES,
+        );
         let informer = self.clone();
         let task = tokio::spawn(async move {
             if let Err(e) = checked {
@@ -552,14 +681,26 @@ impl Informer {
             }
             informer.pump(request, params, tx).await;
         });
-        Watch { rx, pending: Default::default(), task: task.abort_handle() }
+        Watch {
+            rx,
+            pending: Default::default(),
+            task: task.abort_handle(),
+        }
     }
 
-    async fn pump(self, request: WatchRequest, params: WatchParams, tx: mpsc::Sender<Result<Vec<Event>>>) {
+    async fn pump(
+        self,
+        request: WatchRequest,
+        params: WatchParams,
+        tx: mpsc::Sender<Result<Vec<Event>>>,
+    ) {
         let mut backoff = params.backoff.clone();
         let mut opened_before = false;
         loop {
-            let error = match self.stream_once(&request, opened_before, &tx, &mut backoff).await {
+            let error = match self
+                .stream_once(&request, opened_before, &tx, &mut backoff)
+                .await
+            {
                 Ok(()) => return, // receiver gone
                 Err(e) => e,
             };
@@ -570,7 +711,13 @@ impl Informer {
                 return;
             }
             tracing::debug!(informer = %self.info.id, %error, "watch broke; reconnecting");
-            if tx.send(Ok(vec![Event::Reconnecting { error: std::sync::Arc::new(error) }])).await.is_err() {
+            if tx
+                .send(Ok(vec![Event::Reconnecting {
+                    error: std::sync::Arc::new(error),
+                }]))
+                .await
+                .is_err()
+            {
                 return;
             }
             opened_before = true;
@@ -591,12 +738,20 @@ impl Informer {
             let mut rpc = self.client.informers_raw();
             let info = self
                 .client
-                .unary("EnsureInformer", None, EnsureInformerRequest { spec: Some(self.spec.clone()) }, |r| {
-                    rpc.ensure_informer(r)
-                })
+                .unary(
+                    "EnsureInformer",
+                    None,
+                    EnsureInformerRequest {
+                        spec: Some(self.spec.clone()),
+                    },
+                    |r| rpc.ensure_informer(r),
+                )
                 .await?;
             if info.id != self.info.id {
-                return Err(Error::Protocol(format!("informer {} came back as {}", self.info.id, info.id)));
+                return Err(Error::Protocol(format!(
+                    "informer {} came back as {}",
+                    self.info.id, info.id
+                )));
             }
         }
         let mut rpc = self.client.informers_raw();
@@ -604,16 +759,19 @@ impl Informer {
         loop {
             let resp = match streaming.message().await? {
                 Some(r) => r,
-                None => return Err(Error::Api(Box::new(crate::error::Status {
-                    code: tonic::Code::Unavailable,
-                    message: "the daemon ended the watch".into(),
-                    reason: String::new(),
-                    metadata: Default::default(),
-                    field: None,
-                }))),
+                None => {
+                    return Err(Error::Api(Box::new(crate::error::Status {
+                        code: tonic::Code::Unavailable,
+                        message: "the daemon ended the watch".into(),
+                        reason: String::new(),
+                        metadata: Default::default(),
+                        field: None,
+                    })));
+                }
             };
             backoff.reset();
-            let events: Result<Vec<Event>> = resp.events.into_iter().map(Event::from_proto).collect();
+            let events: Result<Vec<Event>> =
+                resp.events.into_iter().map(Event::from_proto).collect();
             if tx.send(events).await.is_err() {
                 return Ok(());
             }
@@ -624,9 +782,14 @@ impl Informer {
     pub async fn delete(&self) -> Result<()> {
         let mut rpc = self.client.informers_raw();
         self.client
-            .unary("DeleteInformer", None, DeleteInformerRequest { informer_id: self.info.id.clone() }, |r| {
-                rpc.delete_informer(r)
-            })
+            .unary(
+                "DeleteInformer",
+                None,
+                DeleteInformerRequest {
+                    informer_id: self.info.id.clone(),
+                },
+                |r| rpc.delete_informer(r),
+            )
             .await?;
         self.client.forget_informer(&self.info.id);
         Ok(())

@@ -5,15 +5,20 @@
 #![warn(missing_docs)]
 
 pub mod client;
+pub mod controller;
 pub mod error;
 pub mod informers;
+pub mod metrics;
 pub mod object;
 pub mod queues;
 
 pub use client::{Backoff, Client, ConnectOptions};
+pub use controller::{Action, Context, Controller, WatchConfig};
 pub use error::{Error, ErrorReason, Result};
 pub use informer_types::*;
-pub use informers::{Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams};
+pub use informers::{
+    Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams,
+};
 pub use object::Object;
 pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
 

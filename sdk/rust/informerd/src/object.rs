@@ -19,7 +19,10 @@ pub struct Object {
 impl Object {
     /// Takes a wire object. An object without metadata gets empty metadata.
     pub fn from_proto(object: v1::Object) -> Object {
-        Object { meta: Arc::new(object.metadata.unwrap_or_default()), json: object.json }
+        Object {
+            meta: Arc::new(object.metadata.unwrap_or_default()),
+            json: object.json,
+        }
     }
 
     /// The metadata the daemon parsed (namespace, name, uid, resourceVersion, labels, owners ...).
@@ -98,12 +101,21 @@ mod tests {
     fn decodes_json_and_names_the_key_when_it_cannot() {
         let o = Object::from_proto(v1::Object {
             json: prost::bytes::Bytes::from_static(br#"{"data":{"a":"1"}}"#),
-            metadata: Some(v1::ObjectMeta { key: "ns/a".into(), namespace: "ns".into(), name: "a".into(), ..Default::default() }),
+            metadata: Some(v1::ObjectMeta {
+                key: "ns/a".into(),
+                namespace: "ns".into(),
+                name: "a".into(),
+                ..Default::default()
+            }),
         });
         assert_eq!(o.key(), "ns/a");
         assert_eq!(o.value().unwrap()["data"]["a"], "1");
         let e = o.decode::<Vec<u8>>().unwrap_err();
-        assert!(e.to_string().starts_with("decode ns/a as alloc::vec::Vec<u8>"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("decode ns/a as alloc::vec::Vec<u8>"),
+            "{e}"
+        );
         assert_eq!(split_key("ns/a"), ("ns", "a"));
         assert_eq!(split_key("node-1"), ("", "node-1"));
     }

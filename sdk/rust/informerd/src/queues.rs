@@ -18,9 +18,9 @@
 use std::time::Duration;
 
 use informerd_api::v1::{
-    self, index_lookup, predicate, queue_source, rate_limiter_spec, AddAfterRequest, AddRateLimitedRequest,
-    AddRequest, CreateQueueRequest, DeleteQueueRequest, ForgetRequest, GetQueueRequest, LenRequest,
-    NumRequeuesRequest, QueueInfo, ShutDownRequest, UpdateQueueRequest,
+    self, AddAfterRequest, AddRateLimitedRequest, AddRequest, CreateQueueRequest,
+    DeleteQueueRequest, ForgetRequest, GetQueueRequest, LenRequest, NumRequeuesRequest, QueueInfo,
+    ShutDownRequest, UpdateQueueRequest, index_lookup, predicate, queue_source, rate_limiter_spec,
 };
 use prost::Message;
 
@@ -38,36 +38,57 @@ pub struct Predicate(v1::Predicate);
 impl Predicate {
     /// Updates pass when metadata.generation changed (status writes do not change it).
     pub fn generation_changed() -> Self {
-        Predicate(v1::Predicate { kind: Some(predicate::Kind::GenerationChanged(v1::GenerationChanged {})) })
+        Predicate(v1::Predicate {
+            kind: Some(predicate::Kind::GenerationChanged(v1::GenerationChanged {})),
+        })
     }
 
     /// Updates pass when metadata.labels changed.
     pub fn labels_changed() -> Self {
-        Predicate(v1::Predicate { kind: Some(predicate::Kind::LabelsChanged(v1::LabelsChanged {})) })
+        Predicate(v1::Predicate {
+            kind: Some(predicate::Kind::LabelsChanged(v1::LabelsChanged {})),
+        })
     }
 
     /// Updates pass when metadata.annotations changed.
     pub fn annotations_changed() -> Self {
-        Predicate(v1::Predicate { kind: Some(predicate::Kind::AnnotationsChanged(v1::AnnotationsChanged {})) })
+        Predicate(v1::Predicate {
+            kind: Some(predicate::Kind::AnnotationsChanged(
+                v1::AnnotationsChanged {},
+            )),
+        })
     }
 
     /// Updates pass when the value at any of these dotted field paths changed (1 to 32 paths).
     pub fn fields_changed<I: IntoIterator<Item = S>, S: Into<String>>(paths: I) -> Result<Self> {
         let mut paths: Vec<String> = paths.into_iter().map(Into::into).collect();
         if paths.is_empty() {
-            return Err(Error::invalid("fields_changed", "give at least one field path"));
+            return Err(Error::invalid(
+                "fields_changed",
+                "give at least one field path",
+            ));
         }
         for p in &paths {
             if p.is_empty() || p.starts_with('.') || p.ends_with('.') || p.contains("..") {
-                return Err(Error::invalid("fields_changed", format!("{p:?} is not a dotted field path")));
+                return Err(Error::invalid(
+                    "fields_changed",
+                    format!("{p:?} is not a dotted field path"),
+                ));
             }
         }
         paths.sort();
         paths.dedup();
         if paths.len() > MAX_FIELD_PATHS {
-            return Err(Error::invalid("fields_changed", format!("{} paths, at most {MAX_FIELD_PATHS}", paths.len())));
+            return Err(Error::invalid(
+                "fields_changed",
+                format!("{} paths, at most {MAX_FIELD_PATHS}", paths.len()),
+            ));
         }
-        Ok(Predicate(v1::Predicate { kind: Some(predicate::Kind::FieldsChanged(v1::FieldsChanged { field_paths: paths })) }))
+        Ok(Predicate(v1::Predicate {
+            kind: Some(predicate::Kind::FieldsChanged(v1::FieldsChanged {
+                field_paths: paths,
+            })),
+        }))
     }
 }
 
@@ -112,7 +133,11 @@ impl Source {
 
     /// Each event's object enqueues the key of its controller owner of `kind` in `group` (""
     /// for the core group; `None`: any group), controller-runtime's `Owns`.
-    pub fn owner(informer: impl Into<InformerRef>, kind: impl Into<String>, group: Option<&str>) -> Self {
+    pub fn owner(
+        informer: impl Into<InformerRef>,
+        kind: impl Into<String>,
+        group: Option<&str>,
+    ) -> Self {
         Source(v1::QueueSource {
             informer_id: informer_id(informer),
             map_to: Some(queue_source::MapTo::Owner(v1::OwnerKey {
@@ -127,13 +152,22 @@ impl Source {
     /// Each event's object enqueues the keys of `index_informer`'s objects whose index
     /// `index_name` holds the event object's key (`by_name`: its name), e.g. the Deployments
     /// that mount a changed ConfigMap.
-    pub fn index(informer: impl Into<InformerRef>, index_informer: impl Into<InformerRef>, index_name: impl Into<String>, by_name: bool) -> Self {
+    pub fn index(
+        informer: impl Into<InformerRef>,
+        index_informer: impl Into<InformerRef>,
+        index_name: impl Into<String>,
+        by_name: bool,
+    ) -> Self {
         Source(v1::QueueSource {
             informer_id: informer_id(informer),
             map_to: Some(queue_source::MapTo::Index(v1::IndexLookup {
                 informer_id: informer_id(index_informer),
                 index_name: index_name.into(),
-                value_from: if by_name { index_lookup::ValueFrom::Name } else { index_lookup::ValueFrom::Key } as i32,
+                value_from: if by_name {
+                    index_lookup::ValueFrom::Name
+                } else {
+                    index_lookup::ValueFrom::Key
+                } as i32,
             })),
             ..Default::default()
         })
@@ -172,49 +206,91 @@ pub struct RateLimiter(v1::RateLimiterSpec);
 impl RateLimiter {
     /// client-go's DefaultControllerRateLimiter (also what an unset limiter means).
     pub fn default_controller() -> Self {
-        RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::DefaultController(v1::DefaultControllerLimiter {})) })
+        RateLimiter(v1::RateLimiterSpec {
+            kind: Some(rate_limiter_spec::Kind::DefaultController(
+                v1::DefaultControllerLimiter {},
+            )),
+        })
     }
 
     /// `base_delay_ms * 2^failures`, at most `max_delay_ms`.
     pub fn exponential(base_delay_ms: i64, max_delay_ms: i64) -> Result<Self> {
         if base_delay_ms < 1 {
-            return Err(Error::invalid("base_delay_ms", format!("{base_delay_ms} is below 1")));
+            return Err(Error::invalid(
+                "base_delay_ms",
+                format!("{base_delay_ms} is below 1"),
+            ));
         }
         if max_delay_ms < base_delay_ms {
-            return Err(Error::invalid("max_delay_ms", format!("{max_delay_ms} is below base_delay_ms {base_delay_ms}")));
+            return Err(Error::invalid(
+                "max_delay_ms",
+                format!("{max_delay_ms} is below base_delay_ms {base_delay_ms}"),
+            ));
         }
         Ok(RateLimiter(v1::RateLimiterSpec {
-            kind: Some(rate_limiter_spec::Kind::Exponential(v1::ExponentialLimiter { base_delay_ms, max_delay_ms })),
+            kind: Some(rate_limiter_spec::Kind::Exponential(
+                v1::ExponentialLimiter {
+                    base_delay_ms,
+                    max_delay_ms,
+                },
+            )),
         }))
     }
 
     /// `fast_delay_ms` for the first `max_fast_attempts` failures, then `slow_delay_ms`.
-    pub fn fast_slow(fast_delay_ms: i64, slow_delay_ms: i64, max_fast_attempts: i32) -> Result<Self> {
-        for (field, v) in [("fast_delay_ms", fast_delay_ms), ("slow_delay_ms", slow_delay_ms), ("max_fast_attempts", max_fast_attempts.into())] {
+    pub fn fast_slow(
+        fast_delay_ms: i64,
+        slow_delay_ms: i64,
+        max_fast_attempts: i32,
+    ) -> Result<Self> {
+        for (field, v) in [
+            ("fast_delay_ms", fast_delay_ms),
+            ("slow_delay_ms", slow_delay_ms),
+            ("max_fast_attempts", max_fast_attempts.into()),
+        ] {
             if v < 0 {
                 return Err(Error::invalid(field, format!("{v} is negative")));
             }
         }
         Ok(RateLimiter(v1::RateLimiterSpec {
-            kind: Some(rate_limiter_spec::Kind::FastSlow(v1::FastSlowLimiter { fast_delay_ms, slow_delay_ms, max_fast_attempts })),
+            kind: Some(rate_limiter_spec::Kind::FastSlow(v1::FastSlowLimiter {
+                fast_delay_ms,
+                slow_delay_ms,
+                max_fast_attempts,
+            })),
         }))
     }
 
     /// A token bucket shared by all keys: `qps` per second, `burst` at once.
     pub fn bucket(qps: f64, burst: i32) -> Result<Self> {
         if !(qps > 0.0 && qps.is_finite()) {
-            return Err(Error::invalid("qps", format!("{qps}, want a positive number")));
+            return Err(Error::invalid(
+                "qps",
+                format!("{qps}, want a positive number"),
+            ));
         }
         if burst < 1 {
-            return Err(Error::invalid("burst", format!("{burst}, want a positive count")));
+            return Err(Error::invalid(
+                "burst",
+                format!("{burst}, want a positive count"),
+            ));
         }
-        Ok(RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::Bucket(v1::BucketLimiter { qps, burst })) }))
+        Ok(RateLimiter(v1::RateLimiterSpec {
+            kind: Some(rate_limiter_spec::Kind::Bucket(v1::BucketLimiter {
+                qps,
+                burst,
+            })),
+        }))
     }
 
     /// The longest delay of several limiters (client-go's MaxOfRateLimiter).
     pub fn max_of<I: IntoIterator<Item = RateLimiter>>(limiters: I) -> Result<Self> {
         let limiters: Vec<v1::RateLimiterSpec> = limiters.into_iter().map(|l| l.0).collect();
-        let spec = RateLimiter(v1::RateLimiterSpec { kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter { limiters })) });
+        let spec = RateLimiter(v1::RateLimiterSpec {
+            kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter {
+                limiters,
+            })),
+        });
         spec.canonical("max_of")
     }
 
@@ -230,7 +306,9 @@ impl RateLimiter {
                     canon.push(RateLimiter(l).canonical(field)?.0);
                 }
                 Ok(RateLimiter(v1::RateLimiterSpec {
-                    kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter { limiters: sorted_unique(canon) })),
+                    kind: Some(rate_limiter_spec::Kind::MaxOf(v1::MaxOfLimiter {
+                        limiters: sorted_unique(canon),
+                    })),
                 }))
             }
             Some(k) => Ok(RateLimiter(v1::RateLimiterSpec { kind: Some(k) })),
@@ -258,7 +336,12 @@ pub fn validate_queue_name(name: &str, field: &str) -> Result<()> {
     if valid {
         Ok(())
     } else {
-        Err(Error::invalid(field, format!("{name:?} is not a queue name ([a-z0-9]([-a-z0-9.]*[a-z0-9])?, at most 253 characters)")))
+        Err(Error::invalid(
+            field,
+            format!(
+                "{name:?} is not a queue name ([a-z0-9]([-a-z0-9.]*[a-z0-9])?, at most 253 characters)"
+            ),
+        ))
     }
 }
 
@@ -273,7 +356,10 @@ impl QueueSpec {
     pub fn new(name: impl Into<String>) -> Result<Self> {
         let name = name.into();
         validate_queue_name(&name, "QueueSpec.name")?;
-        Ok(QueueSpec(v1::QueueSpec { name, ..Default::default() }))
+        Ok(QueueSpec(v1::QueueSpec {
+            name,
+            ..Default::default()
+        }))
     }
 
     /// The queue's name.
@@ -313,14 +399,22 @@ impl QueueSpec {
         let mut sources = Vec::with_capacity(spec.sources.len());
         for (i, mut s) in std::mem::take(&mut spec.sources).into_iter().enumerate() {
             if s.informer_id.is_empty() {
-                return Err(Error::invalid(format!("QueueSpec.sources[{i}].informer_id"), "empty"));
+                return Err(Error::invalid(
+                    format!("QueueSpec.sources[{i}].informer_id"),
+                    "empty",
+                ));
             }
             if s.map_to.is_none() {
                 s.map_to = Some(queue_source::MapTo::Object(v1::ObjectKey {}));
             }
             for (j, p) in s.predicates.iter_mut().enumerate() {
                 match &mut p.kind {
-                    None => return Err(Error::invalid(format!("QueueSpec.sources[{i}].predicates[{j}]"), "an empty predicate")),
+                    None => {
+                        return Err(Error::invalid(
+                            format!("QueueSpec.sources[{i}].predicates[{j}]"),
+                            "an empty predicate",
+                        ));
+                    }
                     Some(predicate::Kind::FieldsChanged(f)) => {
                         f.field_paths.sort();
                         f.field_paths.dedup();
@@ -337,10 +431,16 @@ impl QueueSpec {
             Some(l) => RateLimiter(l).canonical("QueueSpec.rate_limiter")?.0,
         });
         if spec.resync_period_ms != 0 && spec.resync_period_ms < 1000 {
-            return Err(Error::invalid("QueueSpec.resync_period", format!("{} ms, want 0 or at least 1 s", spec.resync_period_ms)));
+            return Err(Error::invalid(
+                "QueueSpec.resync_period",
+                format!("{} ms, want 0 or at least 1 s", spec.resync_period_ms),
+            ));
         }
         if spec.lease_timeout_ms != 0 && !(1000..=86_400_000).contains(&spec.lease_timeout_ms) {
-            return Err(Error::invalid("QueueSpec.lease_timeout", format!("{} ms, want 0 or 1 s .. 1 day", spec.lease_timeout_ms)));
+            return Err(Error::invalid(
+                "QueueSpec.lease_timeout",
+                format!("{} ms, want 0 or 1 s .. 1 day", spec.lease_timeout_ms),
+            ));
         }
         Ok(spec)
     }
@@ -350,7 +450,10 @@ fn keys<I: IntoIterator<Item = S>, S: Into<String>>(keys: I) -> Result<Vec<Strin
     let keys: Vec<String> = keys.into_iter().map(Into::into).collect();
     for k in &keys {
         if k.is_empty() || k.len() > MAX_KEY_BYTES {
-            return Err(Error::invalid("keys", format!("{k:?} must be non-empty and at most {MAX_KEY_BYTES} bytes")));
+            return Err(Error::invalid(
+                "keys",
+                format!("{k:?} must be non-empty and at most {MAX_KEY_BYTES} bytes"),
+            ));
         }
     }
     Ok(keys)
@@ -371,7 +474,9 @@ pub struct Queues {
 impl Client {
     /// The queue API.
     pub fn queues(&self) -> Queues {
-        Queues { client: self.clone() }
+        Queues {
+            client: self.clone(),
+        }
     }
 }
 
@@ -381,7 +486,17 @@ impl Queues {
     pub async fn create(&self, spec: QueueSpec) -> Result<QueueInfo> {
         let spec = spec.canonical()?;
         let mut rpc = self.client.queues_raw();
-        let info = self.client.unary("CreateQueue", None, CreateQueueRequest { spec: Some(spec.clone()) }, |r| rpc.create_queue(r)).await?;
+        let info = self
+            .client
+            .unary(
+                "CreateQueue",
+                None,
+                CreateQueueRequest {
+                    spec: Some(spec.clone()),
+                },
+                |r| rpc.create_queue(r),
+            )
+            .await?;
         self.client.remember_queue(&spec);
         Ok(info)
     }
@@ -393,7 +508,15 @@ impl Queues {
         let mut rpc = self.client.queues_raw();
         let info = self
             .client
-            .unary("UpdateQueue", None, UpdateQueueRequest { spec: Some(spec.clone()), allow_missing }, |r| rpc.update_queue(r))
+            .unary(
+                "UpdateQueue",
+                None,
+                UpdateQueueRequest {
+                    spec: Some(spec.clone()),
+                    allow_missing,
+                },
+                |r| rpc.update_queue(r),
+            )
             .await?;
         self.client.remember_queue(&spec);
         Ok(info)
@@ -403,7 +526,16 @@ impl Queues {
     pub async fn delete(&self, queue: &str) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let mut rpc = self.client.queues_raw();
-        self.client.unary("DeleteQueue", None, DeleteQueueRequest { queue: queue.into() }, |r| rpc.delete_queue(r)).await?;
+        self.client
+            .unary(
+                "DeleteQueue",
+                None,
+                DeleteQueueRequest {
+                    queue: queue.into(),
+                },
+                |r| rpc.delete_queue(r),
+            )
+            .await?;
         self.client.forget_queue(queue);
         Ok(())
     }
@@ -412,46 +544,109 @@ impl Queues {
     pub async fn get(&self, queue: &str) -> Result<QueueInfo> {
         validate_queue_name(queue, "queue")?;
         let mut rpc = self.client.queues_raw();
-        self.client.unary("GetQueue", None, GetQueueRequest { queue: queue.into() }, |r| rpc.get_queue(r)).await
+        self.client
+            .unary(
+                "GetQueue",
+                None,
+                GetQueueRequest {
+                    queue: queue.into(),
+                },
+                |r| rpc.get_queue(r),
+            )
+            .await
     }
 
     /// Adds keys now (deduplicated with waiting ones).
-    pub async fn add<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
-        validate_queue_name(queue, "queue")?;
-        let keys = keys(keys_)?;
-        let mut rpc = self.client.queues_raw();
-        self.client.unary("Add", None, AddRequest { queue: queue.into(), keys }, |r| rpc.add(r)).await?;
-        Ok(())
-    }
-
-    /// Adds keys after `delay`.
-    pub async fn add_after<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I, delay: Duration) -> Result<()> {
+    pub async fn add<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        queue: &str,
+        keys_: I,
+    ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
         let mut rpc = self.client.queues_raw();
         self.client
-            .unary("AddAfter", None, AddAfterRequest { queue: queue.into(), keys, delay_ms: millis(delay) }, |r| rpc.add_after(r))
+            .unary(
+                "Add",
+                None,
+                AddRequest {
+                    queue: queue.into(),
+                    keys,
+                },
+                |r| rpc.add(r),
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Adds keys after `delay`.
+    pub async fn add_after<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        queue: &str,
+        keys_: I,
+        delay: Duration,
+    ) -> Result<()> {
+        validate_queue_name(queue, "queue")?;
+        let keys = keys(keys_)?;
+        let mut rpc = self.client.queues_raw();
+        self.client
+            .unary(
+                "AddAfter",
+                None,
+                AddAfterRequest {
+                    queue: queue.into(),
+                    keys,
+                    delay_ms: millis(delay),
+                },
+                |r| rpc.add_after(r),
+            )
             .await?;
         Ok(())
     }
 
     /// Adds keys after the queue's rate limiter's delay (counts as a retry).
-    pub async fn add_rate_limited<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
+    pub async fn add_rate_limited<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        queue: &str,
+        keys_: I,
+    ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
         let mut rpc = self.client.queues_raw();
         self.client
-            .unary("AddRateLimited", None, AddRateLimitedRequest { queue: queue.into(), keys }, |r| rpc.add_rate_limited(r))
+            .unary(
+                "AddRateLimited",
+                None,
+                AddRateLimitedRequest {
+                    queue: queue.into(),
+                    keys,
+                },
+                |r| rpc.add_rate_limited(r),
+            )
             .await?;
         Ok(())
     }
 
     /// Resets the keys' retry counts.
-    pub async fn forget<I: IntoIterator<Item = S>, S: Into<String>>(&self, queue: &str, keys_: I) -> Result<()> {
+    pub async fn forget<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        queue: &str,
+        keys_: I,
+    ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
         let mut rpc = self.client.queues_raw();
-        self.client.unary("Forget", None, ForgetRequest { queue: queue.into(), keys }, |r| rpc.forget(r)).await?;
+        self.client
+            .unary(
+                "Forget",
+                None,
+                ForgetRequest {
+                    queue: queue.into(),
+                    keys,
+                },
+                |r| rpc.forget(r),
+            )
+            .await?;
         Ok(())
     }
 
@@ -460,7 +655,18 @@ impl Queues {
         validate_queue_name(queue, "queue")?;
         let key = keys([key])?.remove(0);
         let mut rpc = self.client.queues_raw();
-        let resp = self.client.unary("NumRequeues", None, NumRequeuesRequest { queue: queue.into(), key }, |r| rpc.num_requeues(r)).await?;
+        let resp = self
+            .client
+            .unary(
+                "NumRequeues",
+                None,
+                NumRequeuesRequest {
+                    queue: queue.into(),
+                    key,
+                },
+                |r| rpc.num_requeues(r),
+            )
+            .await?;
         Ok(resp.requeues)
     }
 
@@ -468,14 +674,35 @@ impl Queues {
     pub async fn len(&self, queue: &str) -> Result<u64> {
         validate_queue_name(queue, "queue")?;
         let mut rpc = self.client.queues_raw();
-        Ok(self.client.unary("Len", None, LenRequest { queue: queue.into() }, |r| rpc.len(r)).await?.len)
+        Ok(self
+            .client
+            .unary(
+                "Len",
+                None,
+                LenRequest {
+                    queue: queue.into(),
+                },
+                |r| rpc.len(r),
+            )
+            .await?
+            .len)
     }
 
     /// Stops handing out keys; with `drain` returns once every key handed out is done.
     pub async fn shut_down(&self, queue: &str, drain: bool) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let mut rpc = self.client.queues_raw();
-        self.client.unary("ShutDown", None, ShutDownRequest { queue: queue.into(), drain }, |r| rpc.shut_down(r)).await?;
+        self.client
+            .unary(
+                "ShutDown",
+                None,
+                ShutDownRequest {
+                    queue: queue.into(),
+                    drain,
+                },
+                |r| rpc.shut_down(r),
+            )
+            .await?;
         Ok(())
     }
 }
@@ -488,13 +715,25 @@ mod tests {
     fn equal_intents_give_equal_bytes() {
         let a = QueueSpec::new("q")
             .unwrap()
-            .source(Source::object("inf-b").predicate(Predicate::labels_changed()).predicate(Predicate::generation_changed()))
+            .source(
+                Source::object("inf-b")
+                    .predicate(Predicate::labels_changed())
+                    .predicate(Predicate::generation_changed()),
+            )
             .source(Source::owner("inf-a", "ReplicaSet", Some("apps")))
-            .source(Source::object("inf-b").predicate(Predicate::generation_changed()).predicate(Predicate::labels_changed()));
+            .source(
+                Source::object("inf-b")
+                    .predicate(Predicate::generation_changed())
+                    .predicate(Predicate::labels_changed()),
+            );
         let b = QueueSpec::new("q")
             .unwrap()
             .source(Source::owner("inf-a", "ReplicaSet", Some("apps")))
-            .source(Source::object("inf-b").predicate(Predicate::generation_changed()).predicate(Predicate::labels_changed()))
+            .source(
+                Source::object("inf-b")
+                    .predicate(Predicate::generation_changed())
+                    .predicate(Predicate::labels_changed()),
+            )
             .rate_limiter(RateLimiter::default_controller());
         let (a, b) = (a.canonical().unwrap(), b.canonical().unwrap());
         assert_eq!(a.encode_to_vec(), b.encode_to_vec());
@@ -503,16 +742,47 @@ mod tests {
 
     #[test]
     fn bad_arguments_name_the_field() {
-        assert_eq!(QueueSpec::new("Bad_Name").unwrap_err().field(), Some("QueueSpec.name"));
-        assert_eq!(QueueSpec::new("").unwrap_err().field(), Some("QueueSpec.name"));
-        assert_eq!(RateLimiter::exponential(0, 10).unwrap_err().field(), Some("base_delay_ms"));
-        assert_eq!(RateLimiter::exponential(10, 5).unwrap_err().field(), Some("max_delay_ms"));
-        assert_eq!(RateLimiter::bucket(f64::NAN, 1).unwrap_err().field(), Some("qps"));
-        assert_eq!(Predicate::fields_changed(["a..b"]).unwrap_err().field(), Some("fields_changed"));
-        assert_eq!(Predicate::fields_changed(Vec::<String>::new()).unwrap_err().field(), Some("fields_changed"));
-        let e = QueueSpec::new("q").unwrap().resync_period(Duration::from_millis(10)).canonical().unwrap_err();
+        assert_eq!(
+            QueueSpec::new("Bad_Name").unwrap_err().field(),
+            Some("QueueSpec.name")
+        );
+        assert_eq!(
+            QueueSpec::new("").unwrap_err().field(),
+            Some("QueueSpec.name")
+        );
+        assert_eq!(
+            RateLimiter::exponential(0, 10).unwrap_err().field(),
+            Some("base_delay_ms")
+        );
+        assert_eq!(
+            RateLimiter::exponential(10, 5).unwrap_err().field(),
+            Some("max_delay_ms")
+        );
+        assert_eq!(
+            RateLimiter::bucket(f64::NAN, 1).unwrap_err().field(),
+            Some("qps")
+        );
+        assert_eq!(
+            Predicate::fields_changed(["a..b"]).unwrap_err().field(),
+            Some("fields_changed")
+        );
+        assert_eq!(
+            Predicate::fields_changed(Vec::<String>::new())
+                .unwrap_err()
+                .field(),
+            Some("fields_changed")
+        );
+        let e = QueueSpec::new("q")
+            .unwrap()
+            .resync_period(Duration::from_millis(10))
+            .canonical()
+            .unwrap_err();
         assert_eq!(e.field(), Some("QueueSpec.resync_period"));
-        let e = QueueSpec::new("q").unwrap().source(Source::object("")).canonical().unwrap_err();
+        let e = QueueSpec::new("q")
+            .unwrap()
+            .source(Source::object(""))
+            .canonical()
+            .unwrap_err();
         assert_eq!(e.field(), Some("QueueSpec.sources[0].informer_id"));
         assert_eq!(keys([""]).unwrap_err().field(), Some("keys"));
         assert!(keys(["x".repeat(1025)]).is_err());

@@ -1,0 +1,1194 @@
+//! The controller runtime: informers feeding one queue in the daemon, and a fixed pool of
+//! reconcilers on a Work stream, shaped like kube-runtime's `Controller`.
+//!
+//! ```no_run
+//! use std::{sync::Arc, time::Duration};
+//! use informerd::{Action, Client, Context, Controller, Predicate};
+//! use serde_json::Value;
+//!
+//! #[derive(Debug, thiserror::Error)]
+//! #[error("{0}")]
+//! struct Error(String);
+//!
+//! async fn reconcile(obj: Arc<Value>, ctx: Context<()>) -> Result<Action, Error> {
+//!     tracing::info!(key = ctx.key(), token = ctx.token(), "reconciling {}", obj["metadata"]["name"]);
+//!     Ok(Action::requeue(Duration::from_secs(300)))
+//! }
+//!
+//! fn error_policy(_obj: Arc<Value>, _err: &Error, _ctx: Context<()>) -> Action {
+//!     Action::requeue(Duration::from_secs(5))
+//! }
+//!
+//! # async fn f() -> informerd::Result<()> {
+//! let client = Client::connect_to("127.0.0.1:7470")?;
+//! Controller::<Value>::for_kind(client, "cm-audit", "v1", "ConfigMap")
+//!     .namespace("demo")
+//!     .predicate(Predicate::generation_changed())
+//!     .concurrency(8)
+//!     .shutdown_on_signal()
+//!     .run(reconcile, error_policy, Arc::new(()))
+//!     .await
+//! # }
+//! ```
+//!
+//! Semantics, as kube-runtime's where the names are the same:
+//! - each key is reconciled by one reconcile at a time, across every process on the queue;
+//! - `reconcile` gets the object from the lease (the daemon's cache, no extra round trip); a key
+//!   whose object is gone is acknowledged without calling it, as kube-runtime does (act on
+//!   deletion with a finalizer: [`crate::kube::finalizer`] with the `kube` feature);
+//! - `Ok(Action::await_change())` forgets the key's failures; `Ok(Action::requeue(d))` forgets
+//!   them and looks again after `d` (controller-runtime's `RequeueAfter`); an error goes to
+//!   `error_policy`, whose `Action::requeue(d)` retries after `d` keeping the failure count,
+//!   `Action::requeue_rate_limited()` retries after the queue's rate limiter's delay, and
+//!   `Action::await_change()` gives up until the object changes (a terminal error);
+//! - when the Work stream breaks, in-flight reconciles are cancelled (the daemon has already given
+//!   their keys to someone else), and the controller reconnects with jittered backoff, ensures
+//!   its informers and queue again, and opens a new stream;
+//! - on shutdown (a signal with [`Controller::shutdown_on_signal`], or
+//!   [`Controller::graceful_shutdown_on`]) it drains: the daemon stops handing out keys and takes
+//!   back those not yet delivered, in-flight reconciles finish and their outcomes are sent, and
+//!   `run` returns. No key is lost.
+use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::marker::PhantomData;
+use std::ops::Deref;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use informerd_api::v1::{self, ProcessRequest, outcome, process_request, process_response};
+use serde::de::DeserializeOwned;
+use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::client::{Backoff, Client};
+use crate::error::{Error, ErrorReason, Result};
+use crate::informers::{IndexSpec, Informer, InformerSpec};
+use crate::metrics::ControllerMetrics;
+use crate::object::Object;
+use crate::queues::{Predicate, QueueSpec, RateLimiter, Source, validate_queue_name};
+
+const MAX_CONCURRENCY: u32 = 10_000;
+const MAX_ERROR_CHARS: usize = 1024;
+
+/// What to do with a key after its reconcile (kube-runtime's `Action`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Action(ActionKind);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ActionKind {
+    AwaitChange,
+    Requeue(Duration),
+    RateLimited,
+}
+
+impl Action {
+    /// Reconcile the key again after `delay` (from `reconcile`: its failures are forgotten
+    /// first, as controller-runtime's `RequeueAfter`; from `error_policy`: a retry that keeps
+    /// the failure count).
+    pub fn requeue(delay: Duration) -> Action {
+        Action(ActionKind::Requeue(delay))
+    }
+
+    /// Nothing more to do until the object (or something mapped to it) changes.
+    pub fn await_change() -> Action {
+        Action(ActionKind::AwaitChange)
+    }
+
+    /// Retry after the queue's rate limiter's delay (client-go's `AddRateLimited`; counts as a
+    /// failure).
+    pub fn requeue_rate_limited() -> Action {
+        Action(ActionKind::RateLimited)
+    }
+}
+
+/// The context of one reconcile: the lease (key, fencing token, requeue count) and the user's
+/// data, which it dereferences to (as kube-runtime's `Arc<Ctx>`).
+pub struct Context<T> {
+    data: Arc<T>,
+    lease: Arc<LeaseInfo>,
+}
+
+struct LeaseInfo {
+    key: String,
+    token: u64,
+    requeues: i64,
+    cluster: String,
+    controller: Arc<str>,
+    client: Client,
+}
+
+impl<T> Clone for Context<T> {
+    fn clone(&self) -> Self {
+        Context {
+            data: self.data.clone(),
+            lease: self.lease.clone(),
+        }
+    }
+}
+
+impl<T> Deref for Context<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.data
+    }
+}
+
+impl<T> std::fmt::Debug for Context<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("controller", &self.lease.controller)
+            .field("key", &self.lease.key)
+            .field("token", &self.lease.token)
+            .field("requeues", &self.lease.requeues)
+            .finish()
+    }
+}
+
+impl<T> Context<T> {
+    /// The user's data given to [`Controller::run`].
+    pub fn data(&self) -> &Arc<T> {
+        &self.data
+    }
+
+    /// The key being reconciled (`namespace/name` or `name`).
+    pub fn key(&self) -> &str {
+        &self.lease.key
+    }
+
+    /// The lease's fencing token: strictly increasing per queue. Writes that must not race an
+    /// earlier holder of the key can carry it.
+    pub fn token(&self) -> u64 {
+        self.lease.token
+    }
+
+    /// How often this key failed in a row so far (client-go's `NumRequeues`).
+    pub fn requeues(&self) -> i64 {
+        self.lease.requeues
+    }
+
+    /// The cluster of the queue's informers.
+    pub fn cluster(&self) -> &str {
+        &self.lease.cluster
+    }
+
+    /// The key's namespace ("" for cluster-scoped objects).
+    pub fn namespace(&self) -> &str {
+        crate::object::split_key(&self.lease.key).0
+    }
+
+    /// The key's name.
+    pub fn name(&self) -> &str {
+        crate::object::split_key(&self.lease.key).1
+    }
+
+    /// The controller's name.
+    pub fn controller(&self) -> &str {
+        &self.lease.controller
+    }
+
+    /// The informerd client the controller runs on (e.g. for reads from other informers).
+    pub fn client(&self) -> &Client {
+        &self.lease.client
+    }
+}
+
+/// How a secondary resource maps to the controller's keys, and what of it to watch.
+#[derive(Clone, Debug, Default)]
+pub struct WatchConfig {
+    namespace: Option<String>,
+    label_selector: String,
+    predicates: Vec<Predicate>,
+    all_owners: bool,
+    by_name: bool,
+}
+
+impl WatchConfig {
+    /// Watch this namespace (default: the controller's).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only objects matching this label selector.
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.label_selector = selector.into();
+        self
+    }
+
+    /// Only update events that pass this predicate (all must pass).
+    pub fn predicate(mut self, p: Predicate) -> Self {
+        self.predicates.push(p);
+        self
+    }
+
+    /// For [`Controller::owns`]: every owner of the controller's kind, not only the
+    /// controller owner.
+    pub fn all_owners(mut self) -> Self {
+        self.all_owners = true;
+        self
+    }
+
+    /// For [`Controller::watches`]: look the index up by the object's name instead of its key.
+    pub fn by_name(mut self) -> Self {
+        self.by_name = true;
+        self
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Role {
+    For,
+    Owns,
+    Watches(String),
+}
+
+#[derive(Clone, Debug)]
+struct WatchDef {
+    role: Role,
+    api_version: String,
+    kind: String,
+    config: WatchConfig,
+}
+
+/// A controller for resources of type `K` (see the module docs).
+pub struct Controller<K> {
+    client: Client,
+    name: String,
+    queue: String,
+    main: WatchDef,
+    main_indexes: Vec<IndexSpec>,
+    cluster: String,
+    others: Vec<WatchDef>,
+    concurrency: u32,
+    max_batch: u32,
+    resync: Duration,
+    lease_timeout: Duration,
+    rate_limiter: Option<RateLimiter>,
+    sync_timeout: Duration,
+    drain_timeout: Option<Duration>,
+    triggers: Vec<BoxFuture<'static, ()>>,
+    stop: CancellationToken,
+    backoff: Backoff,
+    invalid: Option<Error>,
+    _k: PhantomData<fn() -> K>,
+}
+
+impl<K: crate::Resource> Controller<K> {
+    /// A controller named `name` (also its queue's name) for the resource type `K`, in all
+    /// namespaces. With the `kube` feature, k8s-openapi and `#[derive(CustomResource)]` types are
+    /// [`crate::Resource`]s.
+    pub fn new(client: Client, name: &str) -> Self {
+        Controller::for_kind(client, name, &K::api_version(), &K::kind())
+    }
+
+    /// Reconcile the owner of `C` objects whose controller owner is a `K` (controller-runtime's
+    /// `Owns`, kube-runtime's `owns`).
+    pub fn owns<C: crate::Resource>(self, config: WatchConfig) -> Self {
+        self.owns_kind(&C::api_version(), &C::kind(), config)
+    }
+
+    /// Reconcile the `K` objects whose index `index` (see [`Controller::index`]) holds a `W`
+    /// object's key (or its name with [`WatchConfig::by_name`]) when that object changes
+    /// (kube-runtime's `watches` with a mapper, done by the daemon).
+    pub fn watches<W: crate::Resource>(self, index: &str, config: WatchConfig) -> Self {
+        self.watches_kind(&W::api_version(), &W::kind(), index, config)
+    }
+}
+
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("")
+}
+
+impl<K> Controller<K>
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+{
+    /// A controller named `name` (also its queue's name) for `kind` in `api_version`, decoded as
+    /// `K` (any serde type, e.g. `serde_json::Value`), in all namespaces.
+    pub fn for_kind(client: Client, name: &str, api_version: &str, kind: &str) -> Self {
+        let mut c = Controller {
+            client,
+            name: name.to_string(),
+            queue: name.to_string(),
+            main: WatchDef {
+                role: Role::For,
+                api_version: api_version.into(),
+                kind: kind.into(),
+                config: WatchConfig::default(),
+            },
+            main_indexes: Vec::new(),
+            cluster: String::new(),
+            others: Vec::new(),
+            concurrency: 1,
+            max_batch: 0,
+            resync: Duration::ZERO,
+            lease_timeout: Duration::ZERO,
+            rate_limiter: None,
+            sync_timeout: Duration::from_secs(120),
+            drain_timeout: None,
+            triggers: Vec::new(),
+            stop: CancellationToken::new(),
+            backoff: Backoff::default(),
+            invalid: None,
+            _k: PhantomData,
+        };
+        c.check(validate_queue_name(name, "Controller.name"));
+        if api_version.is_empty() {
+            c.check(Err(Error::invalid(
+                "Controller.api_version",
+                "empty (e.g. \"v1\" or \"apps/v1\")",
+            )));
+        }
+        if kind.is_empty() {
+            c.check(Err(Error::invalid(
+                "Controller.kind",
+                "empty (e.g. \"ConfigMap\")",
+            )));
+        }
+        c
+    }
+
+    fn check(&mut self, r: Result<()>) {
+        if let (Err(e), None) = (r, &self.invalid) {
+            self.invalid = Some(e);
+        }
+    }
+
+    /// Only this namespace (default: all).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.main.config.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Only objects matching this label selector (filtered in the daemon).
+    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+        self.main.config.label_selector = selector.into();
+        self
+    }
+
+    /// Only update events that pass this predicate (kube-runtime's `predicate_filter`; done by
+    /// the daemon). All given must pass.
+    pub fn predicate(mut self, predicate: Predicate) -> Self {
+        self.main.config.predicates.push(predicate);
+        self
+    }
+
+    /// An index on the controller's informer, for [`Controller::watches`] and reads.
+    pub fn index(mut self, index: IndexSpec) -> Self {
+        self.main_indexes.push(index);
+        self
+    }
+
+    /// Another cluster of the daemon's config (default: its default cluster).
+    pub fn cluster(mut self, cluster: impl Into<String>) -> Self {
+        self.cluster = cluster.into();
+        self
+    }
+
+    /// Name the queue differently from the controller (several controllers may share a queue).
+    pub fn queue(mut self, queue: &str) -> Self {
+        self.check(validate_queue_name(queue, "Controller.queue"));
+        self.queue = queue.to_string();
+        self
+    }
+
+    /// [`Controller::owns`] by apiVersion and kind.
+    pub fn owns_kind(mut self, api_version: &str, kind: &str, config: WatchConfig) -> Self {
+        self.others.push(WatchDef {
+            role: Role::Owns,
+            api_version: api_version.into(),
+            kind: kind.into(),
+            config,
+        });
+        self
+    }
+
+    /// [`Controller::watches`] by apiVersion and kind.
+    pub fn watches_kind(
+        mut self,
+        api_version: &str,
+        kind: &str,
+        index: &str,
+        config: WatchConfig,
+    ) -> Self {
+        if index.is_empty() {
+            self.check(Err(Error::invalid("Controller.watches.index", "empty")));
+        }
+        self.others.push(WatchDef {
+            role: Role::Watches(index.into()),
+            api_version: api_version.into(),
+            kind: kind.into(),
+            config,
+        });
+        self
+    }
+
+    /// How many reconciles run at once in this process (the Work stream's credit), 1 .. 10000.
+    pub fn concurrency(mut self, n: u32) -> Self {
+        if !(1..=MAX_CONCURRENCY).contains(&n) {
+            self.check(Err(Error::invalid(
+                "Controller.concurrency",
+                format!("{n}, want 1 .. {MAX_CONCURRENCY}"),
+            )));
+        }
+        self.concurrency = n;
+        self
+    }
+
+    /// At most this many keys per delivery (0: up to the credit).
+    pub fn max_batch(mut self, n: u32) -> Self {
+        self.max_batch = n;
+        self
+    }
+
+    /// Reconcile every object again this often (zero: never; else at least 1 s).
+    pub fn resync(mut self, period: Duration) -> Self {
+        self.resync = period;
+        self
+    }
+
+    /// Hand a key to another worker when its reconcile is neither answered nor heartbeated
+    /// within this long (this SDK heartbeats every third of it while a reconcile runs).
+    pub fn lease_timeout(mut self, timeout: Duration) -> Self {
+        self.lease_timeout = timeout;
+        self
+    }
+
+    /// How retried keys wait (default: client-go's default controller rate limiter).
+    pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
+        self.rate_limiter = Some(limiter);
+        self
+    }
+
+    /// How long to wait for the informers' first lists (default 120 s).
+    pub fn sync_timeout(mut self, timeout: Duration) -> Self {
+        self.sync_timeout = timeout;
+        self
+    }
+
+    /// On shutdown, cancel reconciles still running after this long (their keys go back to
+    /// the queue). Default: wait for them.
+    pub fn drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = Some(timeout);
+        self
+    }
+
+    /// How to space reconnect attempts.
+    pub fn backoff(mut self, backoff: Backoff) -> Self {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Drain and return from `run` on SIGTERM or SIGINT (kube-runtime's
+    /// `shutdown_on_signal`).
+    pub fn shutdown_on_signal(mut self) -> Self {
+        self.triggers.push(
+            async {
+                use tokio::signal::unix::{SignalKind, signal};
+                let (Ok(mut term), Ok(mut int)) = (
+                    signal(SignalKind::terminate()),
+                    signal(SignalKind::interrupt()),
+                ) else {
+                    tracing::error!("cannot install the SIGTERM/SIGINT handlers");
+                    return futures::future::pending().await;
+                };
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM: draining"),
+                    _ = int.recv() => tracing::info!("SIGINT: draining"),
+                }
+            }
+            .boxed(),
+        );
+        self
+    }
+
+    /// Drain and return from `run` once `trigger` completes.
+    pub fn graceful_shutdown_on(
+        mut self,
+        trigger: impl Future<Output = ()> + Send + 'static,
+    ) -> Self {
+        self.triggers.push(trigger.boxed());
+        self
+    }
+
+    /// A token that drains the controller when cancelled (from anywhere).
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
+    fn queue_spec(&self, sources: Vec<Source>) -> Result<QueueSpec> {
+        let mut spec = QueueSpec::new(self.queue.clone())?;
+        for s in sources {
+            spec = spec.source(s);
+        }
+        if let Some(l) = &self.rate_limiter {
+            spec = spec.rate_limiter(l.clone());
+        }
+        let spec = spec
+            .resync_period(self.resync)
+            .lease_timeout(self.lease_timeout);
+        spec.canonical()?;
+        Ok(spec)
+    }
+
+    fn informer_spec(&self, def: &WatchDef) -> InformerSpec {
+        let namespace = def
+            .config
+            .namespace
+            .clone()
+            .or_else(|| self.main.config.namespace.clone())
+            .unwrap_or_default();
+        let mut spec = InformerSpec::new(def.api_version.clone(), def.kind.clone())
+            .namespace(namespace)
+            .cluster(self.cluster.clone());
+        if matches!(def.role, Role::For) {
+            for i in &self.main_indexes {
+                spec = spec.index(i.clone());
+            }
+        }
+        spec
+    }
+
+    /// Ensures the informers and the queue; returns the main informer.
+    async fn ensure(&self) -> Result<Informer> {
+        let informers = self.client.informers();
+        let main = informers.ensure(self.informer_spec(&self.main)).await?;
+        let mut sources = vec![self.source(&self.main, &main, &main)];
+        let mut all = vec![main.clone()];
+        for def in &self.others {
+            let informer = informers.ensure(self.informer_spec(def)).await?;
+            sources.push(self.source(def, &informer, &main));
+            all.push(informer);
+        }
+        for informer in &all {
+            informer.wait_for_sync(self.sync_timeout).await?;
+        }
+        self.client
+            .queues()
+            .update(self.queue_spec(sources)?, true)
+            .await?;
+        Ok(main)
+    }
+
+    fn source(&self, def: &WatchDef, informer: &Informer, main: &Informer) -> Source {
+        let mut source = match &def.role {
+            Role::For => Source::object(informer),
+            Role::Owns => {
+                let s = Source::owner(
+                    informer,
+                    self.main.kind.clone(),
+                    Some(group_of(&self.main.api_version)),
+                );
+                if def.config.all_owners {
+                    s.all_owners()
+                } else {
+                    s
+                }
+            }
+            Role::Watches(index) => {
+                Source::index(informer, main, index.clone(), def.config.by_name)
+            }
+        };
+        source = source.label_selector(def.config.label_selector.clone());
+        for p in &def.config.predicates {
+            source = source.predicate(p.clone());
+        }
+        source
+    }
+
+    /// Runs the controller until it is shut down, then drains (see the module docs). Returns
+    /// an error at once for a definition the daemon refuses (an unknown kind, a bad index, no
+    /// permission) and keeps retrying while the daemon is unreachable.
+    pub async fn run<T, E, R, RFut, P>(
+        mut self,
+        reconcile: R,
+        error_policy: P,
+        context: Arc<T>,
+    ) -> Result<()>
+    where
+        T: Send + Sync + 'static,
+        E: std::fmt::Display + Send + 'static,
+        R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
+        RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+        P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+    {
+        if let Some(e) = self.invalid.take() {
+            return Err(e);
+        }
+        for (i, def) in self.others.iter().enumerate() {
+            if let Role::Watches(index) = &def.role
+                && !self.main_indexes.iter().any(|s| s.name() == index)
+            {
+                return Err(Error::invalid(
+                    format!("Controller.watches[{i}].index"),
+                    format!(
+                        "{index:?} is not an index of the controller's informer (add it with .index())"
+                    ),
+                ));
+            }
+        }
+        self.queue_spec(Vec::new())?;
+        for trigger in std::mem::take(&mut self.triggers) {
+            let stop = self.stop.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = trigger => stop.cancel(),
+                    _ = stop.cancelled() => {}
+                }
+            });
+        }
+        let _stop_on_return = self.stop.clone().drop_guard();
+        let metrics = ControllerMetrics::new(&self.name);
+        metrics.max_concurrent.set(self.concurrency.into());
+        let run = Arc::new(Run {
+            reconcile,
+            error_policy,
+            context,
+            controller: Arc::from(self.name.as_str()),
+            client: self.client.clone(),
+            metrics,
+            _k: PhantomData,
+        });
+        let main = loop {
+            let result = tokio::select! {
+                r = self.ensure() => r,
+                _ = self.stop.cancelled() => return Ok(()),
+            };
+            match result {
+                Ok(main) => break main,
+                Err(e) if e.is_transient() => {
+                    let delay = self.backoff.next_delay();
+                    tracing::warn!(controller = %self.name, error = %e, "informerd unavailable; retrying in {delay:?}");
+                    if self.sleep_unless_stopped(delay).await {
+                        return Ok(());
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let mut lost = false;
+        loop {
+            if self.stop.is_cancelled() {
+                return Ok(());
+            }
+            let result = if lost {
+                tokio::select! {
+                    r = self.reensure() => r,
+                    _ = self.stop.cancelled() => return Ok(()),
+                }
+            } else {
+                Ok(())
+            };
+            let result = match result {
+                Ok(()) => self.session(&run, &main).await,
+                Err(e) => Err(e),
+            };
+            match result {
+                Ok(()) => return Ok(()),
+                Err(e) if self.stop.is_cancelled() => {
+                    tracing::warn!(controller = %self.name, error = %e, "work stream ended while draining");
+                    return Ok(());
+                }
+                Err(e) if !e.is_transient() && !lost_state(&e) => return Err(e),
+                Err(e) => {
+                    lost = true;
+                    run.metrics.reconnects.inc();
+                    let delay = self.backoff.next_delay();
+                    tracing::warn!(controller = %self.name, queue = %self.queue, error = %e, "work stream lost; reconnecting in {delay:?}");
+                    if self.sleep_unless_stopped(delay).await {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+    }
+
+    async fn sleep_unless_stopped(&self, delay: Duration) -> bool {
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => false,
+            _ = self.stop.cancelled() => true,
+        }
+    }
+
+    async fn reensure(&self) -> Result<()> {
+        self.client.reensure().await?;
+        self.ensure().await.map(|_| ())
+    }
+
+    fn worker_name(&self) -> String {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}@{}/{}", self.name, host.trim(), std::process::id())
+    }
+
+    /// One Work stream: Ok when it ended by a drain, Err when it broke.
+    async fn session<T, E, R, RFut, P>(
+        &mut self,
+        run: &Arc<Run<K, T, R, P>>,
+        main: &Informer,
+    ) -> Result<()>
+    where
+        T: Send + Sync + 'static,
+        E: std::fmt::Display + Send + 'static,
+        R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
+        RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+        P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+    {
+        let (req_tx, req_rx) = mpsc::channel::<ProcessRequest>(16);
+        let start = v1::Start {
+            queue: self.queue.clone(),
+            max_in_flight: self.concurrency,
+            max_batch: self.max_batch,
+            worker_name: self.worker_name(),
+            object_informer_id: main.id().to_string(),
+            max_batch_bytes: 0,
+        };
+        req_tx
+            .send(ProcessRequest {
+                kind: Some(process_request::Kind::Start(start)),
+            })
+            .await
+            .map_err(|_| Error::Protocol("request channel closed".into()))?;
+        let timeout = self.client.options().default_timeout();
+        let mut rpc = self.client.work_raw();
+        let opened = tokio::time::timeout(timeout, async {
+            let mut inbound = rpc
+                .process(tokio_stream::wrappers::ReceiverStream::new(req_rx))
+                .await?
+                .into_inner();
+            let first = inbound.message().await?;
+            Ok::<_, Error>((inbound, first))
+        })
+        .await
+        .map_err(|_| Error::Timeout {
+            what: format!("Work stream on {}: Started", self.queue),
+            seconds: timeout.as_secs_f64(),
+        })??;
+        let (mut inbound, first) = opened;
+        let started = match first.and_then(|r| r.kind) {
+            Some(process_response::Kind::Started(s)) => s,
+            Some(other) => {
+                return Err(Error::Protocol(format!(
+                    "the Work stream's first response is {other:?}, not Started"
+                )));
+            }
+            None => {
+                return Err(Error::Protocol(
+                    "the Work stream ended before Started".into(),
+                ));
+            }
+        };
+        self.backoff.reset();
+        tracing::info!(controller = %self.name, queue = %self.queue, epoch = started.epoch, credit = self.concurrency, "work stream started");
+
+        let heartbeat = (started.lease_timeout_ms > 0)
+            .then(|| Duration::from_millis(started.lease_timeout_ms as u64) / 3);
+        let shared = Arc::new(Shared {
+            pool: Mutex::new(VecDeque::new()),
+            ready: Semaphore::new(0),
+            held: Mutex::new(Held::default()),
+            track_held: heartbeat.is_some(),
+        });
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<v1::Outcome>();
+        let drain = Arc::new(Notify::new());
+        let mut tasks = tokio::task::JoinSet::new();
+        tasks.spawn(writer(
+            req_tx,
+            out_rx,
+            drain.clone(),
+            heartbeat,
+            shared.clone(),
+        ));
+        for _ in 0..self.concurrency {
+            tasks.spawn(worker(run.clone(), shared.clone(), out_tx.clone()));
+        }
+        drop(out_tx);
+
+        let mut drain_sent = false;
+        let mut drain_deadline: Pin<Box<dyn Future<Output = ()> + Send>> =
+            Box::pin(futures::future::pending());
+        let result = loop {
+            tokio::select! {
+                msg = inbound.message() => match msg {
+                    Ok(Some(resp)) => match resp.kind {
+                        Some(process_response::Kind::Leases(leases)) => shared.hand_out(leases.leases),
+                        Some(process_response::Kind::Refusals(r)) => {
+                            for refusal in r.refusals {
+                                shared.refused(&refusal, &run.metrics, &self.queue);
+                            }
+                        }
+                        Some(process_response::Kind::Started(_)) | None => {}
+                    },
+                    Ok(None) if drain_sent => {
+                        tracing::info!(controller = %self.name, queue = %self.queue, "work stream drained");
+                        break Ok(());
+                    }
+                    Ok(None) => break Err(Error::Api(Box::new(crate::error::Status {
+                        code: tonic::Code::Unavailable,
+                        message: format!("the daemon ended the Work stream on {} without a drain", self.queue),
+                        reason: String::new(),
+                        metadata: Default::default(),
+                        field: None,
+                    }))),
+                    Err(status) => break Err(Error::from(status)),
+                },
+                _ = self.stop.cancelled(), if !drain_sent => {
+                    drain_sent = true;
+                    drain.notify_one();
+                    if let Some(t) = self.drain_timeout {
+                        drain_deadline = Box::pin(tokio::time::sleep(t));
+                    }
+                }
+                _ = &mut drain_deadline => {
+                    tracing::warn!(controller = %self.name, "drain took over {:?}: cancelling reconciles", self.drain_timeout.unwrap_or_default());
+                    break Ok(());
+                }
+            }
+        };
+        // Cancels reconciles still running: the daemon has put (or puts, as the stream closes)
+        // their keys back in the queue, and their late outcomes would be refused.
+        tasks.shutdown().await;
+        result
+    }
+}
+
+/// Errors after which the daemon's state is gone (a restart lost the queue or informer):
+/// re-ensuring mends them.
+fn lost_state(e: &Error) -> bool {
+    matches!(
+        e.reason(),
+        Some(
+            ErrorReason::QueueNotFound
+                | ErrorReason::InformerNotFound
+                | ErrorReason::QueueShutDown
+                | ErrorReason::InformerDeleted
+        )
+    )
+}
+
+struct Run<K, T, R, P> {
+    reconcile: R,
+    error_policy: P,
+    context: Arc<T>,
+    controller: Arc<str>,
+    client: Client,
+    metrics: ControllerMetrics,
+    _k: PhantomData<fn() -> K>,
+}
+
+#[derive(Default)]
+struct Held {
+    live: HashSet<(String, u64)>,
+    expired: HashSet<(String, u64)>,
+}
+
+struct Shared {
+    pool: Mutex<VecDeque<v1::Lease>>,
+    ready: Semaphore,
+    held: Mutex<Held>,
+    track_held: bool,
+}
+
+impl Shared {
+    fn hand_out(&self, leases: Vec<v1::Lease>) {
+        let n = leases.len();
+        if self.track_held {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            for l in &leases {
+                held.live.insert((l.key.clone(), l.token));
+            }
+        }
+        self.pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(leases);
+        self.ready.add_permits(n);
+    }
+
+    fn answered(&self, key: &str, token: u64) {
+        if self.track_held {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            let k = (key.to_string(), token);
+            held.live.remove(&k);
+            held.expired.remove(&k);
+        }
+    }
+
+    fn refused(&self, refusal: &v1::Refusal, metrics: &ControllerMetrics, queue: &str) {
+        let reason = v1::ErrorReason::try_from(refusal.reason)
+            .map(|r| r.as_str_name())
+            .unwrap_or("UNKNOWN");
+        if self.track_held {
+            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
+            let k = (refusal.key.clone(), refusal.token);
+            if held.live.contains(&k) {
+                held.expired.insert(k); // a heartbeat's refusal: stop heartbeating it
+            }
+        }
+        metrics.refused(reason);
+        tracing::warn!(queue, key = %refusal.key, token = refusal.token, reason, "informerd refused the outcome: {}", refusal.message);
+    }
+}
+
+async fn writer(
+    req_tx: mpsc::Sender<ProcessRequest>,
+    mut out_rx: mpsc::UnboundedReceiver<v1::Outcome>,
+    drain: Arc<Notify>,
+    heartbeat: Option<Duration>,
+    shared: Arc<Shared>,
+) {
+    let mut ticker = heartbeat.map(|d| {
+        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    let mut batch = Vec::new();
+    loop {
+        tokio::select! {
+            n = out_rx.recv_many(&mut batch, 4096) => {
+                if n == 0 {
+                    return;
+                }
+                // Everything finished by now goes in one message.
+                while let Ok(o) = out_rx.try_recv() {
+                    batch.push(o);
+                }
+                let outcomes = v1::Outcomes { outcomes: std::mem::take(&mut batch) };
+                if req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Outcomes(outcomes)) }).await.is_err() {
+                    return;
+                }
+            }
+            _ = drain.notified() => {
+                if req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Drain(v1::Drain {})) }).await.is_err() {
+                    return;
+                }
+            }
+            _ = async { ticker.as_mut().expect("only polled with a ticker").tick().await }, if ticker.is_some() => {
+                let leases: Vec<v1::LeaseRef> = {
+                    let held = shared.held.lock().unwrap_or_else(|p| p.into_inner());
+                    held.live.difference(&held.expired).map(|(key, token)| v1::LeaseRef { key: key.clone(), token: *token }).collect()
+                };
+                if !leases.is_empty()
+                    && req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Heartbeat(v1::Heartbeat { leases })) }).await.is_err()
+                {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn truncated(message: String) -> String {
+    if message.len() <= MAX_ERROR_CHARS {
+        return message;
+    }
+    let mut end = MAX_ERROR_CHARS;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_string()
+}
+
+fn outcome(
+    lease: &v1::Lease,
+    result: outcome::Result,
+    delay: Duration,
+    error: String,
+) -> v1::Outcome {
+    v1::Outcome {
+        key: lease.key.clone(),
+        token: lease.token,
+        result: result as i32,
+        requeue_after_ms: delay.as_millis().try_into().unwrap_or(i64::MAX),
+        error: truncated(error),
+    }
+}
+
+async fn worker<K, T, E, R, RFut, P>(
+    run: Arc<Run<K, T, R, P>>,
+    shared: Arc<Shared>,
+    out: mpsc::UnboundedSender<v1::Outcome>,
+) where
+    K: DeserializeOwned + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    E: std::fmt::Display + Send + 'static,
+    R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+{
+    loop {
+        let Ok(permit) = shared.ready.acquire().await else {
+            return;
+        };
+        permit.forget();
+        let Some(lease) = shared
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front()
+        else {
+            continue;
+        };
+        let o = reconcile_one(&run, lease).await;
+        shared.answered(&o.key, o.token);
+        if out.send(o).is_err() {
+            return;
+        }
+    }
+}
+
+async fn reconcile_one<K, T, E, R, RFut, P>(
+    run: &Run<K, T, R, P>,
+    mut lease: v1::Lease,
+) -> v1::Outcome
+where
+    K: DeserializeOwned + Send + Sync + 'static,
+    T: Send + Sync + 'static,
+    E: std::fmt::Display + Send + 'static,
+    R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+{
+    let object = match lease.object.take() {
+        Some(v1::LeaseObject {
+            found: true,
+            object: Some(o),
+        }) => Object::from_proto(o),
+        // Gone (deleted, or never there): nothing to reconcile, as in kube-runtime.
+        _ => {
+            return outcome(
+                &lease,
+                outcome::Result::Success,
+                Duration::ZERO,
+                String::new(),
+            );
+        }
+    };
+    let m = &run.metrics;
+    let obj: Arc<K> = match object.decode() {
+        Ok(k) => Arc::new(k),
+        Err(e) => {
+            // Retrying cannot help until the object changes, and a change enqueues it again.
+            m.errors.inc();
+            m.terminal_errors.inc();
+            m.error.inc();
+            tracing::error!(controller = %run.controller, key = %lease.key, token = lease.token, error = %e, "Reconciler error (the object does not decode)");
+            return outcome(&lease, outcome::Result::Done, Duration::ZERO, e.to_string());
+        }
+    };
+    let ctx = Context {
+        data: run.context.clone(),
+        lease: Arc::new(LeaseInfo {
+            key: std::mem::take(&mut lease.key),
+            token: lease.token,
+            requeues: lease.requeues,
+            cluster: std::mem::take(&mut lease.cluster),
+            controller: run.controller.clone(),
+            client: run.client.clone(),
+        }),
+    };
+    let span = tracing::info_span!("reconcile", controller = %run.controller, key = %ctx.key(), token = ctx.token(), requeues = ctx.requeues());
+    m.active.inc();
+    let started = Instant::now();
+    let result = (run.reconcile)(obj.clone(), ctx.clone())
+        .instrument(span.clone())
+        .await;
+    m.active.dec();
+    m.time.observe(started.elapsed().as_secs_f64());
+    lease.key = ctx.key().to_string();
+    match result {
+        Ok(Action(ActionKind::AwaitChange)) => {
+            m.success.inc();
+            outcome(
+                &lease,
+                outcome::Result::Success,
+                Duration::ZERO,
+                String::new(),
+            )
+        }
+        Ok(Action(ActionKind::Requeue(d))) => {
+            m.requeue_after.inc();
+            outcome(
+                &lease,
+                outcome::Result::ForgetAndRequeueAfter,
+                d,
+                String::new(),
+            )
+        }
+        Ok(Action(ActionKind::RateLimited)) => {
+            m.requeue.inc();
+            outcome(
+                &lease,
+                outcome::Result::Retry,
+                Duration::ZERO,
+                String::new(),
+            )
+        }
+        Err(e) => {
+            m.errors.inc();
+            m.error.inc();
+            let message = e.to_string();
+            span.in_scope(|| tracing::error!(error = %message, "Reconciler error"));
+            match (run.error_policy)(obj, &e, ctx) {
+                Action(ActionKind::Requeue(d)) => {
+                    outcome(&lease, outcome::Result::RequeueAfter, d, message)
+                }
+                Action(ActionKind::RateLimited) => {
+                    outcome(&lease, outcome::Result::Retry, Duration::ZERO, message)
+                }
+                Action(ActionKind::AwaitChange) => {
+                    m.terminal_errors.inc();
+                    outcome(&lease, outcome::Result::Done, Duration::ZERO, message)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_and_truncation() {
+        assert_eq!(group_of("apps/v1"), "apps");
+        assert_eq!(group_of("v1"), "");
+        assert_eq!(truncated("é".repeat(600)).len(), 1024);
+        assert_eq!(truncated("short".into()), "short");
+    }
+
+    #[tokio::test]
+    async fn bad_definitions_fail_run_naming_the_field() {
+        let client = Client::connect_to("127.0.0.1:1").unwrap();
+        let noop = |_: Arc<serde_json::Value>, _: Context<()>| async {
+            Ok::<_, Error>(Action::await_change())
+        };
+        let policy = |_: Arc<serde_json::Value>, _: &Error, _: Context<()>| Action::await_change();
+        let e = Controller::<serde_json::Value>::for_kind(client.clone(), "Bad", "v1", "ConfigMap")
+            .run(noop, policy, Arc::new(()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.field(), Some("Controller.name"));
+        let e = Controller::<serde_json::Value>::for_kind(client.clone(), "ok", "v1", "ConfigMap")
+            .concurrency(0)
+            .run(noop, policy, Arc::new(()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.field(), Some("Controller.concurrency"));
+        let e = Controller::<serde_json::Value>::for_kind(client.clone(), "ok", "v1", "ConfigMap")
+            .watches_kind("v1", "Secret", "by-secret", WatchConfig::default())
+            .run(noop, policy, Arc::new(()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.field(), Some("Controller.watches[0].index"));
+        let e = Controller::<serde_json::Value>::for_kind(client, "ok", "v1", "ConfigMap")
+            .resync(Duration::from_millis(5))
+            .run(noop, policy, Arc::new(()))
+            .await
+            .unwrap_err();
+        assert_eq!(e.field(), Some("QueueSpec.resync_period"));
+    }
+}

@@ -46,6 +46,10 @@ FLOORS = ("sync", "aio")
 RUST_FLOORS = ("current", "multi")  # tokio's current-thread and multi-thread runtimes
 SDKS = ("python", "rust")
 CM_NAMESPACE = "bench-cms"
+# The Rust drains' keys name ConfigMaps that exist (seeded in the fake API server, ~300 bytes
+# each), so that every lease carries its object: the Rust SDK, like kube-runtime, does not call
+# the reconcile for a key whose object is gone.
+OBJECTS_NAMESPACE = "bench-objects"
 
 
 # --- rows ---------------------------------------------------------------------------------
@@ -202,17 +206,45 @@ def python(script: str, *args: str) -> list[str]:
 # --- floors and the SDK on a pre-filled queue ---------------------------------------------
 
 
-async def prefill(client: informerd.Client, informer_id: str, queue: str, keys: int) -> None:
-    """A fresh queue bound to the (empty) informer the controller watches, holding ``keys``
-    keys: the spec the SDK's controller would create, so that its UpdateQueue changes nothing."""
+async def prefill(
+    client: informerd.Client,
+    informer_id: str,
+    queue: str,
+    keys: int,
+    names: Sequence[str] | None = None,
+) -> None:
+    """A fresh queue bound to the informer the controller watches, holding ``keys`` keys
+    (``names``, else keys of no object): the spec the SDK's controller would create, so that its
+    UpdateQueue changes nothing."""
     spec = queue_spec(queue, [object_source(informer_id)])
     if await _exists(client, queue):
         await client.queues.delete(queue)
     await client.queues.create(spec)
     step = 10_000  # the most keys one Add takes
     for start in range(0, keys, step):
-        names = [f"empty/k{i}" for i in range(start, min(keys, start + step))]
-        await client.queues.add(queue, names, timeout_s=60)
+        end = min(keys, start + step)
+        batch = list(names[start:end]) if names else [f"empty/k{i}" for i in range(start, end)]
+        await client.queues.add(queue, batch, timeout_s=60)
+
+
+def seed_objects(api: FakeApiServer, count: int) -> list[str]:
+    """``count`` ConfigMaps of about 300 bytes in OBJECTS_NAMESPACE; their keys."""
+    step = 100_000  # a seed request well within the fake's HTTP timeout
+    keys: list[str] = []
+    for chunk, start in enumerate(range(0, count, step)):
+        n, prefix = min(step, count - start), f"o{chunk}-"
+        api.control(
+            "/_fake/seed",
+            {
+                "resource": "configmaps",
+                "namespace": OBJECTS_NAMESPACE,
+                "count": n,
+                "bytes": 300,
+                "prefix": prefix,
+            },
+        )
+        keys += [f"{OBJECTS_NAMESPACE}/{prefix}{i:07d}" for i in range(n)]
+    return keys
 
 
 async def _exists(client: informerd.Client, queue: str) -> bool:
@@ -259,10 +291,12 @@ def run_load(
 
 
 def drain_contenders(
-    args: argparse.Namespace, informer_id: str, batch: int, in_flight: int
+    args: argparse.Namespace, informer_id: str, objects_id: str, batch: int, in_flight: int
 ) -> list[tuple[str, list[str]]]:
     """(name, argv) of every worker draining a pre-filled queue at one shape; "load" (the C++
-    load generator, which fills its own queue) has no argv."""
+    load generator, which fills its own queue) has no argv. The Python workers drain keys of
+    no object (``informer_id``: an empty namespace's), the Rust ones keys of existing objects
+    (``objects_id``)."""
     contenders: list[tuple[str, list[str]]] = []
     if "python" in args.sdk:
         contenders += [
@@ -299,7 +333,7 @@ def drain_contenders(
                     f"--runtime={runtime}",
                     f"--batch={batch}",
                     f"--in-flight={in_flight}",
-                    f"--object-informer={informer_id}",
+                    f"--object-informer={objects_id}",
                 ),
             )
             for runtime in RUST_FLOORS
@@ -310,10 +344,18 @@ def drain_contenders(
                 rust(
                     args,
                     "sdk-worker",
-                    "--namespace=bench-empty",
+                    f"--namespace={OBJECTS_NAMESPACE}",
                     f"--concurrency={in_flight}",
                     f"--max-batch={batch}",
                 ),
+            )
+        )
+        # The tonic floor on the load generator's deliveries (no objects in leases): the two
+        # bare clients compared on equal terms.
+        contenders.append(
+            (
+                "tonic-floor-no-objects",
+                rust(args, "tonic-floor", f"--batch={batch}", f"--in-flight={in_flight}"),
             )
         )
         if args.load is not None:
@@ -321,14 +363,23 @@ def drain_contenders(
     return contenders
 
 
-async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, logdir: Path) -> None:
+async def throughput(
+    args: argparse.Namespace, table: Table, api: FakeApiServer, daemon: Daemon, logdir: Path
+) -> None:
     client = informerd.Client.connect(daemon.target)
     try:
         informer = await client.informers.ensure("v1", "ConfigMap", namespace="bench-empty")
         await informer.wait_for_sync(timeout_s=60)
+        objects, object_keys = informer, []
+        if "rust" in args.sdk:
+            count = max(args.keys, args.keys_batch1)
+            print(f"  seeding {count} ConfigMaps for the Rust drains ...", flush=True)
+            object_keys = await asyncio.to_thread(seed_objects, api, count)
+            objects = await client.informers.ensure("v1", "ConfigMap", namespace=OBJECTS_NAMESPACE)
+            await objects.wait_for_sync(timeout_s=args.timeout)
         for batch, in_flight in SHAPES:
             keys = args.keys_batch1 if batch == 1 else args.keys
-            contenders = drain_contenders(args, informer.id, batch, in_flight)
+            contenders = drain_contenders(args, informer.id, objects.id, batch, in_flight)
             # Contenders alternate within each repetition, so that drift in the machine's load
             # hits them alike; each row is the median of its repetitions.
             runs: dict[str, list[float]] = {name: [] for name, _ in contenders}
@@ -341,8 +392,11 @@ async def throughput(args: argparse.Namespace, table: Table, daemon: Daemon, log
                         r = await asyncio.to_thread(
                             run_load, args, daemon.target, queue, batch, in_flight, keys
                         )
+                    elif name.startswith("rust-"):
+                        await prefill(client, objects.id, queue, keys, object_keys)
                     else:
                         await prefill(client, informer.id, queue, keys)
+                    if name != "load":
                         w = Worker(
                             f"{queue}.{rep}",
                             [
@@ -423,9 +477,18 @@ def rust_drain_rows(table: Table, rates: dict[str, float], shape: str) -> None:
             rates[f"rust-floor-{rt}"],
             True,
         )
+    table.itself(
+        f"floor: bare tonic (current-thread runtime) drain, {shape}, leases without objects",
+        "keys/s",
+        rates["tonic-floor-no-objects"],
+        True,
+    )
     if "load" in rates:
         table.itself(
-            f"C++ load generator (bench/load) drain, {shape}", "keys/s", rates["load"], True
+            f"C++ load generator (bench/load) drain, {shape}, leases without objects",
+            "keys/s",
+            rates["load"],
+            True,
         )
 
 
@@ -949,7 +1012,7 @@ async def fake_cluster_rows(args: argparse.Namespace, table: Table, logdir: Path
     ):
         if "throughput" in args.only:
             print("Work stream drain: floors and the SDK ...", flush=True)
-            await throughput(args, table, daemon, logdir)
+            await throughput(args, table, api, daemon, logdir)
         if "latency" in args.only and "python" in args.sdk:
             print("change → reconcile entry ...", flush=True)
             await latency(args, table, api, daemon, logdir)

@@ -9,6 +9,9 @@ pub mod error;
 pub mod informers;
 pub mod object;
 pub mod queues;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{Backoff, Client, ConnectOptions};
 pub use error::{Error, ErrorReason, Result};
@@ -16,6 +19,7 @@ pub use informer_types::*;
 pub use informers::{Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams};
 pub use object::Object;
 pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
+pub use store::{Store, StoreBuilder};
 
 /// The generated API (`informerd.v1`), for calls the typed API does not cover.
 pub use informerd_api::v1;

@@ -4,6 +4,7 @@
 mod client;
 mod common;
 mod informers;
+mod kube;
 mod queues;
 mod reconnect;
 mod store;

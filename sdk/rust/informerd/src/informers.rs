@@ -696,9 +696,12 @@ impl Informer {
     ) {
         let mut backoff = params.backoff.clone();
         let mut opened_before = false;
+        // Events delivered since the last Reconnecting: one Reconnecting per outage, however
+        // many attempts it takes.
+        let mut delivered = true;
         loop {
             let error = match self
-                .stream_once(&request, opened_before, &tx, &mut backoff)
+                .stream_once(&request, opened_before, &tx, &mut backoff, &mut delivered)
                 .await
             {
                 Ok(()) => return, // receiver gone
@@ -713,14 +716,14 @@ impl Informer {
                 return;
             }
             tracing::debug!(informer = %self.info.id, %error, "watch broke; reconnecting");
-            if tx
-                .send(Ok(vec![Event::Reconnecting {
+            if delivered {
+                delivered = false;
+                let event = Event::Reconnecting {
                     error: std::sync::Arc::new(error),
-                }]))
-                .await
-                .is_err()
-            {
-                return;
+                };
+                if tx.send(Ok(vec![event])).await.is_err() {
+                    return;
+                }
             }
             opened_before = true;
             tokio::time::sleep(backoff.next_delay()).await;
@@ -734,6 +737,7 @@ impl Informer {
         reensure: bool,
         tx: &mpsc::Sender<Result<Vec<Event>>>,
         backoff: &mut Backoff,
+        delivered: &mut bool,
     ) -> Result<()> {
         if reensure {
             // The daemon may have restarted and lost the informer: the id is stable for the spec.
@@ -772,6 +776,7 @@ impl Informer {
                 }
             };
             backoff.reset();
+            *delivered = true;
             let events: Result<Vec<Event>> =
                 resp.events.into_iter().map(Event::from_proto).collect();
             if tx.send(events).await.is_err() {

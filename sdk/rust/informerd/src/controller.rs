@@ -645,8 +645,10 @@ where
         let metrics = ControllerMetrics::new(&self.name);
         metrics.max_concurrent.set(self.concurrency.into());
         let run = Arc::new(Run {
-            reconcile,
-            error_policy,
+            fns: Fns {
+                reconcile,
+                error_policy,
+            },
             context,
             controller: Arc::from(self.name.as_str()),
             client: self.client.clone(),
@@ -725,17 +727,10 @@ where
     }
 
     /// One Work stream: Ok when it ended by a drain, Err when it broke.
-    async fn session<T, E, R, RFut, P>(
-        &mut self,
-        run: &Arc<Run<K, T, R, P>>,
-        main: &Informer,
-    ) -> Result<()>
+    async fn session<T, F>(&mut self, run: &Arc<Run<K, T, F>>, main: &Informer) -> Result<()>
     where
         T: Send + Sync + 'static,
-        E: std::fmt::Display + Send + 'static,
-        R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
-        RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
-        P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+        F: Reconciler<K, T>,
     {
         let (req_tx, req_rx) = mpsc::channel::<ProcessRequest>(16);
         let start = v1::Start {
@@ -869,9 +864,43 @@ fn lost_state(e: &Error) -> bool {
     )
 }
 
-struct Run<K, T, R, P> {
+/// The user's reconcile and error policy, as one type (so the runtime's functions have one
+/// bound instead of five).
+trait Reconciler<K, T>: Send + Sync + 'static {
+    type Error: std::fmt::Display + Send + 'static;
+    type Future: Future<Output = std::result::Result<Action, Self::Error>> + Send + 'static;
+    fn reconcile(&self, obj: Arc<K>, ctx: Context<T>) -> Self::Future;
+    fn error_policy(&self, obj: Arc<K>, error: &Self::Error, ctx: Context<T>) -> Action;
+}
+
+struct Fns<R, P> {
     reconcile: R,
     error_policy: P,
+}
+
+impl<K, T, E, R, RFut, P> Reconciler<K, T> for Fns<R, P>
+where
+    K: 'static,
+    T: 'static,
+    E: std::fmt::Display + Send + 'static,
+    R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
+    RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
+    P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+{
+    type Error = E;
+    type Future = RFut;
+
+    fn reconcile(&self, obj: Arc<K>, ctx: Context<T>) -> RFut {
+        (self.reconcile)(obj, ctx)
+    }
+
+    fn error_policy(&self, obj: Arc<K>, error: &E, ctx: Context<T>) -> Action {
+        (self.error_policy)(obj, error, ctx)
+    }
+}
+
+struct Run<K, T, F> {
+    fns: F,
     context: Arc<T>,
     controller: Arc<str>,
     client: Client,
@@ -1007,17 +1036,14 @@ fn outcome(
     }
 }
 
-async fn worker<K, T, E, R, RFut, P>(
-    run: Arc<Run<K, T, R, P>>,
+async fn worker<K, T, F>(
+    run: Arc<Run<K, T, F>>,
     shared: Arc<Shared>,
     out: mpsc::UnboundedSender<v1::Outcome>,
 ) where
     K: DeserializeOwned + Send + Sync + 'static,
     T: Send + Sync + 'static,
-    E: std::fmt::Display + Send + 'static,
-    R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
-    RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+    F: Reconciler<K, T>,
 {
     loop {
         let Ok(permit) = shared.ready.acquire().await else {
@@ -1040,17 +1066,11 @@ async fn worker<K, T, E, R, RFut, P>(
     }
 }
 
-async fn reconcile_one<K, T, E, R, RFut, P>(
-    run: &Run<K, T, R, P>,
-    mut lease: v1::Lease,
-) -> v1::Outcome
+async fn reconcile_one<K, T, F>(run: &Run<K, T, F>, mut lease: v1::Lease) -> v1::Outcome
 where
     K: DeserializeOwned + Send + Sync + 'static,
     T: Send + Sync + 'static,
-    E: std::fmt::Display + Send + 'static,
-    R: Fn(Arc<K>, Context<T>) -> RFut + Send + Sync + 'static,
-    RFut: Future<Output = std::result::Result<Action, E>> + Send + 'static,
-    P: Fn(Arc<K>, &E, Context<T>) -> Action + Send + Sync + 'static,
+    F: Reconciler<K, T>,
 {
     let object = match lease.object.take() {
         Some(v1::LeaseObject {
@@ -1093,7 +1113,9 @@ where
     let span = tracing::info_span!("reconcile", controller = %run.controller, key = %ctx.key(), token = ctx.token(), requeues = ctx.requeues());
     m.active.inc();
     let started = Instant::now();
-    let result = (run.reconcile)(obj.clone(), ctx.clone())
+    let result = run
+        .fns
+        .reconcile(obj.clone(), ctx.clone())
         .instrument(span.clone())
         .await;
     m.active.dec();
@@ -1132,7 +1154,7 @@ where
             m.error.inc();
             let message = e.to_string();
             span.in_scope(|| tracing::error!(error = %message, "Reconciler error"));
-            match (run.error_policy)(obj, &e, ctx) {
+            match run.fns.error_policy(obj, &e, ctx) {
                 Action(ActionKind::Requeue(d)) => {
                     outcome(&lease, outcome::Result::RequeueAfter, d, message)
                 }

@@ -696,29 +696,34 @@ impl Informer {
     ) {
         let mut backoff = params.backoff.clone();
         let mut opened_before = false;
+        // Events delivered since the last Reconnecting: one Reconnecting per outage, however
+        // many attempts it takes.
+        let mut delivered = true;
         loop {
             let error = match self
-                .stream_once(&request, opened_before, &tx, &mut backoff)
+                .stream_once(&request, opened_before, &tx, &mut backoff, &mut delivered)
                 .await
             {
                 Ok(()) => return, // receiver gone
                 Err(e) => e,
             };
-            let transient = error.is_transient()
+            // A deleted informer stays deleted: the watch ends instead of re-ensuring it.
+            let deleted = error.reason() == Some(ErrorReason::InformerDeleted);
+            let transient = (error.is_transient() && !deleted)
                 || (opened_before && error.reason() == Some(ErrorReason::InformerNotFound));
             if !params.reconnect || !transient {
                 let _ = tx.send(Err(error)).await;
                 return;
             }
             tracing::debug!(informer = %self.info.id, %error, "watch broke; reconnecting");
-            if tx
-                .send(Ok(vec![Event::Reconnecting {
+            if delivered {
+                delivered = false;
+                let event = Event::Reconnecting {
                     error: std::sync::Arc::new(error),
-                }]))
-                .await
-                .is_err()
-            {
-                return;
+                };
+                if tx.send(Ok(vec![event])).await.is_err() {
+                    return;
+                }
             }
             opened_before = true;
             tokio::time::sleep(backoff.next_delay()).await;
@@ -732,6 +737,7 @@ impl Informer {
         reensure: bool,
         tx: &mpsc::Sender<Result<Vec<Event>>>,
         backoff: &mut Backoff,
+        delivered: &mut bool,
     ) -> Result<()> {
         if reensure {
             // The daemon may have restarted and lost the informer: the id is stable for the spec.
@@ -770,6 +776,7 @@ impl Informer {
                 }
             };
             backoff.reset();
+            *delivered = true;
             let events: Result<Vec<Event>> =
                 resp.events.into_iter().map(Event::from_proto).collect();
             if tx.send(events).await.is_err() {

@@ -48,19 +48,20 @@
 //!   [`Controller::graceful_shutdown_on`]) it drains: the daemon stops handing out keys and takes
 //!   back those not yet delivered, in-flight reconciles finish and their outcomes are sent, and
 //!   `run` returns. No key is lost.
-use std::collections::{HashSet, VecDeque};
+use std::collections::HashSet;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::ops::Deref;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::FutureExt;
 use futures::future::BoxFuture;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, StreamExt};
 use informerd_api::v1::{self, ProcessRequest, outcome, process_request, process_response};
 use serde::de::DeserializeOwned;
-use tokio::sync::{Notify, Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -732,7 +733,9 @@ where
         T: Send + Sync + 'static,
         F: Reconciler<K, T>,
     {
-        let (req_tx, req_rx) = mpsc::channel::<ProcessRequest>(16);
+        // Unbounded, yet bounded in effect: outcomes never exceed the credit, heartbeats are
+        // periodic and the drain is sent once.
+        let (req_tx, req_rx) = mpsc::unbounded_channel::<ProcessRequest>();
         let start = v1::Start {
             queue: self.queue.clone(),
             max_in_flight: self.concurrency,
@@ -745,13 +748,12 @@ where
             .send(ProcessRequest {
                 kind: Some(process_request::Kind::Start(start)),
             })
-            .await
             .map_err(|_| Error::Protocol("request channel closed".into()))?;
         let timeout = self.client.options().default_timeout();
         let mut rpc = self.client.work_raw();
         let opened = tokio::time::timeout(timeout, async {
             let mut inbound = rpc
-                .process(tokio_stream::wrappers::ReceiverStream::new(req_rx))
+                .process(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx))
                 .await?
                 .into_inner();
             let first = inbound.message().await?;
@@ -781,72 +783,92 @@ where
 
         let heartbeat = (started.lease_timeout_ms > 0)
             .then(|| Duration::from_millis(started.lease_timeout_ms as u64) / 3);
-        let shared = Arc::new(Shared {
-            pool: Mutex::new(VecDeque::new()),
-            ready: Semaphore::new(0),
-            held: Mutex::new(Held::default()),
-            track_held: heartbeat.is_some(),
+        let mut ticker = heartbeat.map(|d| {
+            let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
         });
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<v1::Outcome>();
-        let drain = Arc::new(Notify::new());
-        let mut tasks = tokio::task::JoinSet::new();
-        tasks.spawn(writer(
-            req_tx,
-            out_rx,
-            drain.clone(),
-            heartbeat,
-            shared.clone(),
-        ));
-        for _ in 0..self.concurrency {
-            tasks.spawn(worker(run.clone(), shared.clone(), out_tx.clone()));
-        }
-        drop(out_tx);
-
+        // Held leases are tracked only for heartbeats.
+        let mut held = Held::new(heartbeat.is_some());
+        // The pool: at most `concurrency` reconciles (the stream's credit), polled here. Nothing
+        // crosses a task or a thread between a lease's arrival and its outcome.
+        let mut running = FuturesUnordered::new();
+        let mut outcomes = Vec::new();
         let mut drain_sent = false;
         let mut drain_deadline: Pin<Box<dyn Future<Output = ()> + Send>> =
             Box::pin(futures::future::pending());
-        let result = loop {
+        let send = |kind: process_request::Kind| {
+            req_tx
+                .send(ProcessRequest { kind: Some(kind) })
+                .map_err(|e| Error::Protocol(format!("Work stream request channel: {e}")))
+        };
+        // Dropping `running` (on every way out) cancels reconciles still running: the daemon
+        // has put (or puts, as the stream closes) their keys back in the queue, and their late
+        // outcomes would be refused.
+        loop {
             tokio::select! {
+                biased;
+                Some(o) = running.next(), if !running.is_empty() => {
+                    outcomes.push(o);
+                    // Everything finished by now goes in one message.
+                    while let Some(Some(o)) = running.next().now_or_never() {
+                        outcomes.push(o);
+                    }
+                    held.answered(&outcomes);
+                    let batch = v1::Outcomes { outcomes: std::mem::take(&mut outcomes) };
+                    if let Err(e) = send(process_request::Kind::Outcomes(batch)) {
+                        // The request stream is gone: the stream is broken, and its error
+                        // arrives on `inbound`.
+                        tracing::debug!(controller = %self.name, error = %e, "outcomes not sent");
+                    }
+                }
                 msg = inbound.message() => match msg {
                     Ok(Some(resp)) => match resp.kind {
-                        Some(process_response::Kind::Leases(leases)) => shared.hand_out(leases.leases),
+                        Some(process_response::Kind::Leases(leases)) => {
+                            held.handed_out(&leases.leases);
+                            for lease in leases.leases {
+                                running.push(reconcile_one(run, lease));
+                            }
+                        }
                         Some(process_response::Kind::Refusals(r)) => {
                             for refusal in r.refusals {
-                                shared.refused(&refusal, &run.metrics, &self.queue);
+                                held.refused(&refusal, &run.metrics, &self.queue);
                             }
                         }
                         Some(process_response::Kind::Started(_)) | None => {}
                     },
                     Ok(None) if drain_sent => {
                         tracing::info!(controller = %self.name, queue = %self.queue, "work stream drained");
-                        break Ok(());
+                        return Ok(());
                     }
-                    Ok(None) => break Err(Error::Api(Box::new(crate::error::Status {
+                    Ok(None) => return Err(Error::Api(Box::new(crate::error::Status {
                         code: tonic::Code::Unavailable,
                         message: format!("the daemon ended the Work stream on {} without a drain", self.queue),
                         reason: String::new(),
                         metadata: Default::default(),
                         field: None,
                     }))),
-                    Err(status) => break Err(Error::from(status)),
+                    Err(status) => return Err(Error::from(status)),
                 },
                 _ = self.stop.cancelled(), if !drain_sent => {
                     drain_sent = true;
-                    drain.notify_one();
+                    send(process_request::Kind::Drain(v1::Drain {}))?;
                     if let Some(t) = self.drain_timeout {
                         drain_deadline = Box::pin(tokio::time::sleep(t));
                     }
                 }
                 _ = &mut drain_deadline => {
                     tracing::warn!(controller = %self.name, "drain took over {:?}: cancelling reconciles", self.drain_timeout.unwrap_or_default());
-                    break Ok(());
+                    return Ok(());
+                }
+                _ = async { ticker.as_mut().expect("only polled with a ticker").tick().await }, if ticker.is_some() => {
+                    let leases = held.live();
+                    if !leases.is_empty() {
+                        send(process_request::Kind::Heartbeat(v1::Heartbeat { leases }))?;
+                    }
                 }
             }
-        };
-        // Cancels reconciles still running: the daemon has put (or puts, as the stream closes)
-        // their keys back in the queue, and their late outcomes would be refused.
-        tasks.shutdown().await;
-        result
+        }
     }
 }
 
@@ -908,105 +930,61 @@ struct Run<K, T, F> {
     _k: PhantomData<fn() -> K>,
 }
 
-#[derive(Default)]
+/// The leases handed out and not yet answered, for heartbeats (empty when the queue's leases
+/// do not expire).
 struct Held {
+    track: bool,
     live: HashSet<(String, u64)>,
     expired: HashSet<(String, u64)>,
 }
 
-struct Shared {
-    pool: Mutex<VecDeque<v1::Lease>>,
-    ready: Semaphore,
-    held: Mutex<Held>,
-    track_held: bool,
-}
+impl Held {
+    fn new(track: bool) -> Self {
+        Held {
+            track,
+            live: HashSet::new(),
+            expired: HashSet::new(),
+        }
+    }
 
-impl Shared {
-    fn hand_out(&self, leases: Vec<v1::Lease>) {
-        let n = leases.len();
-        if self.track_held {
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            for l in &leases {
-                held.live.insert((l.key.clone(), l.token));
+    fn handed_out(&mut self, leases: &[v1::Lease]) {
+        if self.track {
+            self.live
+                .extend(leases.iter().map(|l| (l.key.clone(), l.token)));
+        }
+    }
+
+    fn answered(&mut self, outcomes: &[v1::Outcome]) {
+        if self.track {
+            for o in outcomes {
+                let k = (o.key.clone(), o.token);
+                self.live.remove(&k);
+                self.expired.remove(&k);
             }
         }
-        self.pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(leases);
-        self.ready.add_permits(n);
     }
 
-    fn answered(&self, key: &str, token: u64) {
-        if self.track_held {
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            let k = (key.to_string(), token);
-            held.live.remove(&k);
-            held.expired.remove(&k);
-        }
+    /// The leases to heartbeat: held and not refused.
+    fn live(&self) -> Vec<v1::LeaseRef> {
+        self.live
+            .difference(&self.expired)
+            .map(|(key, token)| v1::LeaseRef {
+                key: key.clone(),
+                token: *token,
+            })
+            .collect()
     }
 
-    fn refused(&self, refusal: &v1::Refusal, metrics: &ControllerMetrics, queue: &str) {
+    fn refused(&mut self, refusal: &v1::Refusal, metrics: &ControllerMetrics, queue: &str) {
         let reason = v1::ErrorReason::try_from(refusal.reason)
             .map(|r| r.as_str_name())
             .unwrap_or("UNKNOWN");
-        if self.track_held {
-            let mut held = self.held.lock().unwrap_or_else(|p| p.into_inner());
-            let k = (refusal.key.clone(), refusal.token);
-            if held.live.contains(&k) {
-                held.expired.insert(k); // a heartbeat's refusal: stop heartbeating it
-            }
+        let k = (refusal.key.clone(), refusal.token);
+        if self.live.contains(&k) {
+            self.expired.insert(k); // a heartbeat's refusal: stop heartbeating it
         }
         metrics.refused(reason);
         tracing::warn!(queue, key = %refusal.key, token = refusal.token, reason, "informerd refused the outcome: {}", refusal.message);
-    }
-}
-
-async fn writer(
-    req_tx: mpsc::Sender<ProcessRequest>,
-    mut out_rx: mpsc::UnboundedReceiver<v1::Outcome>,
-    drain: Arc<Notify>,
-    heartbeat: Option<Duration>,
-    shared: Arc<Shared>,
-) {
-    let mut ticker = heartbeat.map(|d| {
-        let mut t = tokio::time::interval_at(tokio::time::Instant::now() + d, d);
-        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        t
-    });
-    let mut batch = Vec::new();
-    loop {
-        tokio::select! {
-            n = out_rx.recv_many(&mut batch, 4096) => {
-                if n == 0 {
-                    return;
-                }
-                // Everything finished by now goes in one message.
-                while let Ok(o) = out_rx.try_recv() {
-                    batch.push(o);
-                }
-                let outcomes = v1::Outcomes { outcomes: std::mem::take(&mut batch) };
-                if req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Outcomes(outcomes)) }).await.is_err() {
-                    return;
-                }
-            }
-            _ = drain.notified() => {
-                if req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Drain(v1::Drain {})) }).await.is_err() {
-                    return;
-                }
-            }
-            _ = async { ticker.as_mut().expect("only polled with a ticker").tick().await }, if ticker.is_some() => {
-                let leases: Vec<v1::LeaseRef> = {
-                    let held = shared.held.lock().unwrap_or_else(|p| p.into_inner());
-                    held.live.difference(&held.expired).map(|(key, token)| v1::LeaseRef { key: key.clone(), token: *token }).collect()
-                };
-                if !leases.is_empty()
-                    && req_tx.send(ProcessRequest { kind: Some(process_request::Kind::Heartbeat(v1::Heartbeat { leases })) }).await.is_err()
-                {
-                    return;
-                }
-            }
-        }
     }
 }
 
@@ -1033,36 +1011,6 @@ fn outcome(
         result: result as i32,
         requeue_after_ms: delay.as_millis().try_into().unwrap_or(i64::MAX),
         error: truncated(error),
-    }
-}
-
-async fn worker<K, T, F>(
-    run: Arc<Run<K, T, F>>,
-    shared: Arc<Shared>,
-    out: mpsc::UnboundedSender<v1::Outcome>,
-) where
-    K: DeserializeOwned + Send + Sync + 'static,
-    T: Send + Sync + 'static,
-    F: Reconciler<K, T>,
-{
-    loop {
-        let Ok(permit) = shared.ready.acquire().await else {
-            return;
-        };
-        permit.forget();
-        let Some(lease) = shared
-            .pool
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pop_front()
-        else {
-            continue;
-        };
-        let o = reconcile_one(&run, lease).await;
-        shared.answered(&o.key, o.token);
-        if out.send(o).is_err() {
-            return;
-        }
     }
 }
 

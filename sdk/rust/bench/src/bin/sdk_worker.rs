@@ -1,5 +1,7 @@
 //! informerd's Rust SDK in `make bench-sdk`: a no-op `informerd::Controller` reconciling
-//! ConfigMaps, decoded as k8s-openapi's `ConfigMap` as a kube-rs user would.
+//! ConfigMaps, decoded as k8s-openapi's `ConfigMap` as a kube-rs user would (`--decode=typed`,
+//! the default) or only scanned (`--decode=none`: `serde::de::IgnoredAny`, for a no-op that does
+//! not look at the object, like the floors).
 use std::collections::HashSet;
 use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -10,17 +12,20 @@ use anyhow::Context as _;
 use informerd::{Action, Client, Context, Controller};
 use informerd_bench::{Args, cpu_seconds, emit_result, emit_seen};
 use k8s_openapi::api::core::v1::ConfigMap;
+use serde::de::{DeserializeOwned, IgnoredAny};
 use tokio_util::sync::CancellationToken;
 
 const USAGE: &str = "\
 sdk-worker --target=HOST:PORT --queue=Q --namespace=NS --concurrency=F [--max-batch=B]
-           (--keys=N | --seen)
+           (--keys=N | --seen) [--runtime=current|multi] [--decode=typed|none]
 
 Controller::for_kind(client, Q, \"v1\", \"ConfigMap\").namespace(NS) with concurrency F (the Work
 stream's credit) and max_batch B (0, the default: the credit), a no-op reconcile.
 --keys=N: drains after N reconciles and prints `result {\"keys\", \"seconds\", \"keys_per_second\",
 \"cpu_s\"}` timed from the first reconcile's entry to the N-th's. --seen: until SIGTERM, prints
-`seen KEY` the first time a key is reconciled.";
+`seen KEY` the first time a key is reconciled. --runtime: tokio's current-thread runtime (the
+default) or the multi-thread one. --decode: the object decoded as k8s-openapi's ConfigMap
+(typed, the default) or only scanned (none: serde's IgnoredAny).";
 
 /// What the reconciles record.
 struct Tally {
@@ -32,7 +37,7 @@ struct Tally {
     stop: CancellationToken,
 }
 
-async fn reconcile(_cm: Arc<ConfigMap>, ctx: Context<Tally>) -> Result<Action, Infallible> {
+async fn reconcile<K>(_obj: Arc<K>, ctx: Context<Tally>) -> Result<Action, Infallible> {
     let now = Instant::now();
     ctx.first.get_or_init(|| now);
     let done = ctx.done.fetch_add(1, Ordering::Relaxed) + 1;
@@ -52,13 +57,29 @@ async fn reconcile(_cm: Arc<ConfigMap>, ctx: Context<Tally>) -> Result<Action, I
     Ok(Action::await_change())
 }
 
-fn error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Context<Tally>) -> Action {
+fn error_policy<K>(_: Arc<K>, _: &Infallible, _: Context<Tally>) -> Action {
     Action::await_change()
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let args = Args::from_env(USAGE)?;
+    let runtime = match args.string("runtime", "current").as_str() {
+        "current" => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?,
+        "multi" => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?,
+        other => anyhow::bail!("--runtime={other}: expected current or multi"),
+    };
+    match args.string("decode", "typed").as_str() {
+        "typed" => runtime.block_on(run::<ConfigMap>(args)),
+        "none" => runtime.block_on(run::<IgnoredAny>(args)),
+        other => anyhow::bail!("--decode={other}: expected typed or none"),
+    }
+}
+
+async fn run<K: DeserializeOwned + Send + Sync + 'static>(args: Args) -> anyhow::Result<()> {
     let target = args.required("target")?;
     let queue = args.required("queue")?;
     let concurrency = u32::try_from(args.number("concurrency", 1)?).context("--concurrency")?;
@@ -70,7 +91,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let client =
         Client::connect_to(target.as_str()).with_context(|| format!("--target={target}"))?;
-    let controller = Controller::<ConfigMap>::for_kind(client, &queue, "v1", "ConfigMap")
+    let controller = Controller::<K>::for_kind(client, &queue, "v1", "ConfigMap")
         .namespace(args.required("namespace")?)
         .concurrency(concurrency)
         .max_batch(max_batch)
@@ -84,7 +105,7 @@ async fn main() -> anyhow::Result<()> {
         stop: controller.shutdown_token(),
     });
     controller
-        .run(reconcile, error_policy, tally.clone())
+        .run(reconcile::<K>, error_policy::<K>, tally.clone())
         .await?;
     let done = tally.done.load(Ordering::Relaxed);
     let seconds = match (tally.first.get(), tally.last.get()) {

@@ -46,6 +46,7 @@ use std::time::Duration;
 
 use ::kube::api::{Patch, PatchParams};
 use ::kube::{Api, Resource as KubeResource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -421,6 +422,38 @@ where
     }
 }
 
+/// Sets the condition `new.type_` in `conditions`, as `meta.SetStatusCondition` does: a condition
+/// of that type is replaced, keeping its `lastTransitionTime` when the status did not change;
+/// otherwise `new` is appended. Returns whether anything changed.
+///
+/// ```
+/// use informerd::kube::set_condition;
+/// use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+/// let mut conditions = Vec::new();
+/// set_condition(&mut conditions, Condition {
+///     type_: "Ready".into(), status: "True".into(), reason: "Provisioned".into(),
+///     message: String::new(), observed_generation: Some(1),
+///     last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+/// });
+/// assert_eq!(conditions[0].reason, "Provisioned");
+/// ```
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) -> bool {
+    match conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        Some(old) => {
+            if old.status == new.status {
+                new.last_transition_time = old.last_transition_time.clone();
+            }
+            let changed = *old != new;
+            *old = new;
+            changed
+        }
+        None => {
+            conditions.push(new);
+            true
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -486,5 +519,29 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, FinalizerError::UnnamedObject), "{e}");
+    }
+
+    #[test]
+    fn set_condition_keeps_the_transition_time_while_the_status_holds() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |s: i64| Time(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let ready = |status: &str, reason: &str, t: i64| Condition {
+            type_: "Ready".into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: String::new(),
+            observed_generation: None,
+            last_transition_time: at(t),
+        };
+        let mut cs = vec![ready("False", "Pending", 1)];
+        assert!(set_condition(&mut cs, ready("False", "Waiting", 2)));
+        assert_eq!((cs[0].reason.as_str(), &cs[0].last_transition_time), ("Waiting", &at(1)));
+        assert!(!set_condition(&mut cs, ready("False", "Waiting", 3)));
+        assert!(set_condition(&mut cs, ready("True", "Done", 4)));
+        assert_eq!(cs[0].last_transition_time, at(4));
+        let mut other = ready("True", "x", 5);
+        other.type_ = "Synced".into();
+        assert!(set_condition(&mut cs, other));
+        assert_eq!(cs.len(), 2);
     }
 }

@@ -186,11 +186,7 @@ pub async fn controller(
 /// Runs the controller until it is shut down (then it drains).
 pub async fn run(controller: Controller<Deployment>, state: Arc<State>) -> informerd::Result<()> {
     controller
-        .run(
-            reconcile,
-            |_, _, _| Action::requeue_rate_limited(),
-            state,
-        )
+        .run(reconcile, |_, _, _| Action::requeue_rate_limited(), state)
         .await
 }
 
@@ -264,10 +260,7 @@ mod tests {
         let odd = json!({"data": {"v": "1", "b\u{e9}\"\\\u{7f}": "x\n\t\u{1F600}"}});
         let binary = json!({"binaryData": {"k": "AAE="}});
         let mut out = String::new();
-        python_json(
-            &json!({"data": odd["data"], "binaryData": null}),
-            &mut out,
-        );
+        python_json(&json!({"data": odd["data"], "binaryData": null}), &mut out);
         assert_eq!(
             out,
             r#"{"binaryData": null, "data": {"b\u00e9\"\\\u007f": "x\n\t\ud83d\ude00", "v": "1"}}"#

@@ -140,11 +140,7 @@ pub fn controller(
 /// Runs the controller until it is shut down (then it drains).
 pub async fn run(controller: Controller<Widget>, state: Arc<State>) -> informerd::Result<()> {
     controller
-        .run(
-            reconcile,
-            |_, _, _| Action::requeue_rate_limited(),
-            state,
-        )
+        .run(reconcile, |_, _, _| Action::requeue_rate_limited(), state)
         .await
 }
 
@@ -191,7 +187,11 @@ fn inventory(widget: &Widget, entry: Option<String>) -> serde_json::Value {
     intent
 }
 
-async fn apply_inventory(ctx: &Context<State>, widget: &Widget, entry: Option<String>) -> informerd::Result<()> {
+async fn apply_inventory(
+    ctx: &Context<State>,
+    widget: &Widget,
+    entry: Option<String>,
+) -> informerd::Result<()> {
     let api: Api<ConfigMap> = Api::namespaced(ctx.kube.clone(), ctx.namespace());
     let manager = format!("widget-{}", widget.name_any());
     api.patch(

@@ -57,7 +57,9 @@ impl Worker {
             monotonic()
         );
         // One write: O_APPEND makes it atomic with respect to the other workers' lines.
-        let written = (&self.out).write(line.as_bytes()).expect("write the record");
+        let written = (&self.out)
+            .write(line.as_bytes())
+            .expect("write the record");
         assert_eq!(written, line.len(), "a short write of the record");
     }
 }

@@ -373,8 +373,10 @@ where
     if how.timeout.is_zero() {
         return Err(Error::invalid("StatusPatch.timeout", "zero"));
     }
-    let mut params = PatchParams::default();
-    params.field_manager = how.field_manager.clone();
+    let mut params = PatchParams {
+        field_manager: how.field_manager.clone(),
+        ..PatchParams::default()
+    };
     let what = || format!("patch status of {name}");
     if how.apply {
         if how.field_manager.as_deref().unwrap_or("").is_empty() {
@@ -535,7 +537,10 @@ mod tests {
         };
         let mut cs = vec![ready("False", "Pending", 1)];
         assert!(set_condition(&mut cs, ready("False", "Waiting", 2)));
-        assert_eq!((cs[0].reason.as_str(), &cs[0].last_transition_time), ("Waiting", &at(1)));
+        assert_eq!(
+            (cs[0].reason.as_str(), &cs[0].last_transition_time),
+            ("Waiting", &at(1))
+        );
         assert!(!set_condition(&mut cs, ready("False", "Waiting", 3)));
         assert!(set_condition(&mut cs, ready("True", "Done", 4)));
         assert_eq!(cs[0].last_transition_time, at(4));

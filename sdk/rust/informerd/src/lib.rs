@@ -27,4 +27,3 @@ pub use resource::Resource;
 
 /// The generated API (`informerd.v1`), for calls the typed API does not cover.
 pub use informerd_api::v1;
-

@@ -60,7 +60,9 @@ pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
         return Err(format!("--kubeconfig is required\n{USAGE}"));
     };
     Ok(Args {
-        target: f.remove("target").unwrap_or_else(|| "127.0.0.1:7470".into()),
+        target: f
+            .remove("target")
+            .unwrap_or_else(|| "127.0.0.1:7470".into()),
         kubeconfig: kubeconfig.into(),
         namespace: f.remove("namespace").unwrap_or_else(|| "default".into()),
     })
@@ -117,9 +119,25 @@ mod tests {
         assert_eq!(a.namespace, "demo");
         let a = parse(strings(&["--target=h:1", "--kubeconfig=k"])).unwrap();
         assert_eq!(a.target, "h:1");
-        assert!(parse(strings(&[])).unwrap_err().starts_with("--kubeconfig is required"));
-        assert!(parse(strings(&["--kubeconfig"])).unwrap_err().starts_with("--kubeconfig: a value"));
-        assert!(parse(strings(&["--nope"])).unwrap_err().starts_with("unknown argument \"--nope\""));
-        assert!(parse(strings(&["--kubeconfig=a", "--kubeconfig=b"])).unwrap_err().starts_with("--kubeconfig: given twice"));
+        assert!(
+            parse(strings(&[]))
+                .unwrap_err()
+                .starts_with("--kubeconfig is required")
+        );
+        assert!(
+            parse(strings(&["--kubeconfig"]))
+                .unwrap_err()
+                .starts_with("--kubeconfig: a value")
+        );
+        assert!(
+            parse(strings(&["--nope"]))
+                .unwrap_err()
+                .starts_with("unknown argument \"--nope\"")
+        );
+        assert!(
+            parse(strings(&["--kubeconfig=a", "--kubeconfig=b"]))
+                .unwrap_err()
+                .starts_with("--kubeconfig: given twice")
+        );
     }
 }

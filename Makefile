@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run example test test-cc test-sanitizers test-smoke test-go test-proto test-python bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example test test-cc test-sanitizers test-smoke test-go test-proto test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -21,7 +21,7 @@ run: bootstrap
 example: bootstrap
 	@tools/run_example
 
-test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto test-python
+test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto test-python test-rust
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -42,6 +42,11 @@ test-proto:
 # sdk/python: stubs in step with proto/, ruff, mypy --strict, a wheel, pytest on real processes.
 test-python:
 	tools/test_python
+
+# sdk/rust: cargo fmt, clippy and rustdoc with warnings as errors, cargo test (unit, doc, and
+# integration tests on real processes).
+test-rust:
+	tools/test_rust
 
 test-go:
 	@set -e; for m in $(GO_MODULES); do \

@@ -5,6 +5,8 @@
 #![allow(clippy::all, missing_docs)]
 
 /// informerd.v1: every message, enum and client of the API.
+// The .proto comments are prose, not rustdoc: `<cluster>` in them is no HTML tag.
+#[allow(rustdoc::all)]
 pub mod v1 {
     tonic::include_proto!("informerd.v1");
 }

@@ -704,7 +704,9 @@ impl Informer {
                 Ok(()) => return, // receiver gone
                 Err(e) => e,
             };
-            let transient = error.is_transient()
+            // A deleted informer stays deleted: the watch ends instead of re-ensuring it.
+            let deleted = error.reason() == Some(ErrorReason::InformerDeleted);
+            let transient = (error.is_transient() && !deleted)
                 || (opened_before && error.reason() == Some(ErrorReason::InformerNotFound));
             if !params.reconnect || !transient {
                 let _ = tx.send(Err(error)).await;

@@ -14,6 +14,9 @@ pub mod metrics;
 pub mod object;
 pub mod queues;
 pub mod resource;
+pub mod store;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use client::{Backoff, Client, ConnectOptions};
 pub use controller::{Action, Context, Controller, WatchConfig};
@@ -24,6 +27,7 @@ pub use informers::{
 pub use object::Object;
 pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
 pub use resource::Resource;
+pub use store::{Store, StoreBuilder};
 
 /// The generated API (`informerd.v1`), for calls the typed API does not cover.
 pub use informerd_api::v1;

@@ -155,11 +155,14 @@ async fn configmap_hash_stamps_exactly_the_deployments_that_mount_a_changed_conf
         }
         Ok::<_, kube::Error>(out)
     };
-    eventually("every Deployment that mounts a ConfigMap is annotated", || async {
-        let h = hashes().await?;
-        Ok(["d-a", "d-b", "d-ab"].iter().all(|n| h[n].is_some())
-            && settled(&["d-a", "d-b", "d-ab", "d-none"]).await?)
-    })
+    eventually(
+        "every Deployment that mounts a ConfigMap is annotated",
+        || async {
+            let h = hashes().await?;
+            Ok(["d-a", "d-b", "d-ab"].iter().all(|n| h[n].is_some())
+                && settled(&["d-a", "d-b", "d-ab", "d-none"]).await?)
+        },
+    )
     .await;
     let before = hashes().await?;
     assert_eq!(before["d-none"], None);
@@ -214,7 +217,11 @@ fn widget(name: &str, size: i64) -> Value {
     })
 }
 
-async fn observed(api: &Api<crd_finalizer::Widget>, name: &str, generation: i64) -> kube::Result<bool> {
+async fn observed(
+    api: &Api<crd_finalizer::Widget>,
+    name: &str,
+    generation: i64,
+) -> kube::Result<bool> {
     let w = api.get(name).await?;
     Ok(w.status.and_then(|s| s.observed_generation) == Some(generation))
 }
@@ -235,7 +242,10 @@ async fn crd_finalizer_adds_writes_status_and_cleans_up(
         }
     };
     let expect = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     };
     let daemon = Daemon::start(server.kubeconfig()).await?;
     let (controller, state) = crd_finalizer::controller(daemon.client()?, kube.clone(), ns);
@@ -246,7 +256,10 @@ async fn crd_finalizer_adds_writes_status_and_cleans_up(
     let task = tokio::spawn(crd_finalizer::run(controller, state.clone()));
 
     apply(&widgets, widget("w1", 3)).await?;
-    eventually("w1's status observes generation 1", || observed(&widgets, "w1", 1)).await;
+    eventually("w1's status observes generation 1", || {
+        observed(&widgets, "w1", 1)
+    })
+    .await;
     let w1 = widgets.get("w1").await?;
     assert_eq!(w1.finalizers(), [crd_finalizer::FINALIZER]);
     let status = w1.status.unwrap();
@@ -254,22 +267,35 @@ async fn crd_finalizer_adds_writes_status_and_cleans_up(
         panic!("one condition: {:?}", status.conditions);
     };
     assert_eq!(
-        (ready.type_.as_str(), ready.status.as_str(), ready.reason.as_str()),
+        (
+            ready.type_.as_str(),
+            ready.status.as_str(),
+            ready.reason.as_str()
+        ),
         ("Ready", "True", "Provisioned")
     );
     assert_eq!(ready.observed_generation, Some(1));
     assert_eq!(inventory().await?, expect(&[("w1", "3")]));
 
     apply(&widgets, widget("w1", 5)).await?;
-    eventually("w1's status observes generation 2", || observed(&widgets, "w1", 2)).await;
+    eventually("w1's status observes generation 2", || {
+        observed(&widgets, "w1", 2)
+    })
+    .await;
     assert_eq!(inventory().await?, expect(&[("w1", "5")]));
     apply(&widgets, widget("w2", 1)).await?;
-    eventually("w2's status observes generation 1", || observed(&widgets, "w2", 1)).await;
+    eventually("w2's status observes generation 1", || {
+        observed(&widgets, "w2", 1)
+    })
+    .await;
     // Neither the finalizer nor the status writes woke the controller again: w1 was
     // reconciled once per generation.
     let w1_key = format!("{ns}/w1");
     assert_eq!(state.reconciled.lock().unwrap()[&w1_key], [1, 2]);
-    assert_eq!(state.events.lock().unwrap()[&w1_key], ["applied", "applied"]);
+    assert_eq!(
+        state.events.lock().unwrap()[&w1_key],
+        ["applied", "applied"]
+    );
     assert_eq!(inventory().await?, expect(&[("w1", "5"), ("w2", "1")]));
 
     // Deletion: the finalizer holds w1 until its inventory entry is gone.

@@ -93,7 +93,12 @@ impl Seen {
     }
 
     fn of(&self, key: &str) -> Vec<(Instant, i64, u64)> {
-        self.calls.lock().unwrap().get(key).cloned().unwrap_or_default()
+        self.calls
+            .lock()
+            .unwrap()
+            .get(key)
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
@@ -164,7 +169,10 @@ async fn outcomes_map_to_retries_requeues_and_metrics() -> TestResult {
         },
         Arc::new(()),
     ));
-    seen_until(&seen, "4 reconciles of the failing key", |s| s.count(&k1) == 4).await;
+    seen_until(&seen, "4 reconciles of the failing key", |s| {
+        s.count(&k1) == 4
+    })
+    .await;
     seen_until(&seen, "the requeue after", |s| s.count(&k3) == 2).await;
     seen_until(&seen, "the rate-limited requeue", |s| s.count(&k4) == 2).await;
     let requeues = |k: &str| seen.of(k).iter().map(|c| c.1).collect::<Vec<_>>();
@@ -224,7 +232,10 @@ async fn stop_drains_in_flight_reconciles_and_loses_nothing() -> TestResult {
     assert_eq!(sample("controller_runtime_active_workers", name, &[]), 3.0);
     stop.cancel();
     tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(!task.is_finished(), "run waits for the in-flight reconciles");
+    assert!(
+        !task.is_finished(),
+        "run waits for the in-flight reconciles"
+    );
     open.send_replace(true);
     stopped(task).await;
     assert_eq!(finished.keys(), started.keys());
@@ -242,7 +253,11 @@ async fn stop_drains_in_flight_reconciles_and_loses_nothing() -> TestResult {
     // A controller stopped before it runs returns at once.
     let ctl = configmaps(&env.client, name);
     ctl.shutdown_token().cancel();
-    bounded("run of a stopped controller", ctl.run(reconcile, policy, Arc::new(()))).await?;
+    bounded(
+        "run of a stopped controller",
+        ctl.run(reconcile, policy, Arc::new(())),
+    )
+    .await?;
     Ok(())
 }
 
@@ -277,7 +292,14 @@ async fn a_daemon_restart_reconnects_reensures_and_reconciles_everything_again()
     .await;
     assert!(sample("informerd_sdk_work_reconnects_total", name, &[]) >= 1.0);
     wait_until(HANG, "the controller back on the queue", || async {
-        env.client.queues().get(name).await.ok().and_then(|i| i.state).map(|s| s.workers) == Some(1)
+        env.client
+            .queues()
+            .get(name)
+            .await
+            .ok()
+            .and_then(|i| i.state)
+            .map(|s| s.workers)
+            == Some(1)
     })
     .await?;
     stop.cancel();
@@ -338,17 +360,17 @@ async fn a_lost_stream_cancels_in_flight_reconciles_and_redelivers() -> TestResu
     .await;
     let first: BTreeSet<u64> = keys.iter().map(|k| seen.of(k)[0].2).collect();
     let was_cancelled: BTreeSet<u64> = cancelled.lock().unwrap().iter().copied().collect();
-    assert_eq!(was_cancelled, first, "the in-flight reconciles were cancelled");
+    assert_eq!(
+        was_cancelled, first,
+        "the in-flight reconciles were cancelled"
+    );
     for k in &keys {
         let calls = seen.of(k);
         assert!(calls[1].2 > calls[0].2, "{k}: a newer token");
     }
     queue_idle(&env.client, name).await;
     // The cancelled reconciles sent nothing: nothing was refused.
-    assert_eq!(
-        sample("informerd_sdk_work_refusals_total", name, &[]),
-        0.0
-    );
+    assert_eq!(sample("informerd_sdk_work_refusals_total", name, &[]), 0.0);
     stop.cancel();
     stopped(task).await;
     Ok(())
@@ -375,7 +397,10 @@ async fn heartbeats_keep_a_long_reconcile_past_the_lease_timeout() -> TestResult
         |_, _, _| Action::await_change(),
         Arc::new(()),
     ));
-    seen_until(&done, "the long reconcile finished", |s| !s.keys().is_empty()).await;
+    seen_until(&done, "the long reconcile finished", |s| {
+        !s.keys().is_empty()
+    })
+    .await;
     queue_idle(&env.client, name).await;
     assert_eq!(queue_state(&env.client, name).await.expired_leases, 0);
     assert_eq!(done.keys(), keys);
@@ -420,33 +445,56 @@ async fn a_drain_timeout_cancels_hung_reconciles_and_gives_their_keys_back() -> 
 #[tokio::test]
 async fn bad_definitions_fail_run_with_clear_errors() -> TestResult {
     let env = env().await;
-    let noop = |_: Arc<Value>, _: Context<()>| async { Ok::<_, informerd::Error>(Action::await_change()) };
+    let noop =
+        |_: Arc<Value>, _: Context<()>| async { Ok::<_, informerd::Error>(Action::await_change()) };
     let policy = |_: Arc<Value>, _: &informerd::Error, _: Context<()>| Action::await_change();
-    let run = |ctl: Controller<Value>| bounded("run of a bad definition", ctl.run(noop, policy, Arc::new(())));
+    let run = |ctl: Controller<Value>| {
+        bounded(
+            "run of a bad definition",
+            ctl.run(noop, policy, Arc::new(())),
+        )
+    };
 
-    let e = run(Controller::for_kind(env.client.clone(), "ctl-bad", "v1", "ConfigMapp"))
-        .await
-        .unwrap_err();
+    let e = run(Controller::for_kind(
+        env.client.clone(),
+        "ctl-bad",
+        "v1",
+        "ConfigMapp",
+    ))
+    .await
+    .unwrap_err();
     assert_eq!(e.reason(), Some(ErrorReason::ResourceNotFound), "{e}");
-    let e = run(
-        configmaps(&env.client, "ctl-bad")
-            .watches_kind("v1", "Secret", "missing", WatchConfig::default()),
-    )
+    let e = run(configmaps(&env.client, "ctl-bad").watches_kind(
+        "v1",
+        "Secret",
+        "missing",
+        WatchConfig::default(),
+    ))
     .await
     .unwrap_err();
     assert_eq!(e.field(), Some("Controller.watches[0].index"), "{e}");
     assert!(e.to_string().contains("\"missing\""), "{e}");
-    let e = run(Controller::for_kind(env.client.clone(), "Bad_Name", "v1", "ConfigMap"))
-        .await
-        .unwrap_err();
+    let e = run(Controller::for_kind(
+        env.client.clone(),
+        "Bad_Name",
+        "v1",
+        "ConfigMap",
+    ))
+    .await
+    .unwrap_err();
     assert_eq!(e.field(), Some("Controller.name"), "{e}");
     let e = run(configmaps(&env.client, "ctl-bad").concurrency(0))
         .await
         .unwrap_err();
     assert_eq!(e.field(), Some("Controller.concurrency"), "{e}");
-    let e = run(Controller::for_kind(env.client.clone(), "ctl-bad", "", "ConfigMap"))
-        .await
-        .unwrap_err();
+    let e = run(Controller::for_kind(
+        env.client.clone(),
+        "ctl-bad",
+        "",
+        "ConfigMap",
+    ))
+    .await
+    .unwrap_err();
     assert_eq!(e.field(), Some("Controller.api_version"), "{e}");
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use informerd::testing::{Signal, wait_until};
 use informerd::v1::QueueState;
 use informerd::{Action, Client, Context, Controller, ErrorReason, RateLimiter, WatchConfig};
+use prometheus::proto::MetricType;
 use serde_json::Value;
 use tokio::task::JoinHandle;
 
@@ -46,22 +47,20 @@ async fn queue_idle(client: &Client, queue: &str) {
 /// counter's or gauge's value, a histogram's count; 0 when absent.
 fn sample(name: &str, controller: &str, labels: &[(&str, &str)]) -> f64 {
     for family in prometheus::gather() {
-        if family.get_name() != name {
+        if family.name() != name {
             continue;
         }
         for m in family.get_metric() {
             let has = |k: &str, v: &str| {
                 m.get_label()
                     .iter()
-                    .any(|l| l.get_name() == k && l.get_value() == v)
+                    .any(|l| l.name() == k && l.value() == v)
             };
             if has("controller", controller) && labels.iter().all(|(k, v)| has(k, v)) {
-                return if m.get_histogram().is_some() {
-                    m.get_histogram().get_sample_count() as f64
-                } else if m.get_gauge().is_some() {
-                    m.get_gauge().get_value()
-                } else {
-                    m.get_counter().get_value()
+                return match family.get_field_type() {
+                    MetricType::HISTOGRAM => m.get_histogram().get_sample_count() as f64,
+                    MetricType::GAUGE => m.get_gauge().get_value(),
+                    _ => m.get_counter().get_value(),
                 };
             }
         }

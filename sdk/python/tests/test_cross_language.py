@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable
 
@@ -40,6 +41,14 @@ def rust_worker() -> tuple[str, ...]:
             "or run make test-rust, which builds it and runs this module"
         )
     return (path,)
+
+
+def sigterm(procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each worker; each drains and exits 0."""
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        assert proc.wait(60) == 0, f"pid {proc.pid} exited {proc.returncode}"
 
 
 def finished_after(oracle: Oracle, t: float) -> dict[str, list[Interval]]:
@@ -103,9 +112,7 @@ async def test_rust_and_python_workers_killed_mid_reconcile_lose_nothing(
         assert again, f"{iv.key} (held by pid {iv.pid}) was not redelivered"
         assert min(again) - dead_at < 10, f"{iv.key} redelivered after {min(again) - dead_at} s"
         print(f"{iv.key} redelivered {min(again) - dead_at:.3f} s after the kill")
-    for proc in (rust_survivor, py_survivor):
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+    sigterm([rust_survivor, py_survivor])
 
 
 async def test_sigterm_drains_rust_and_python_workers_and_loses_nothing(
@@ -128,17 +135,13 @@ async def test_sigterm_drains_rust_and_python_workers_and_loses_nothing(
         return all(oracle.open_of(p.pid) for p in leaving)
 
     await eventually(leaving_busy, "both leaving workers mid-reconcile", 60)
+    sigterm(leaving)
     for proc in leaving:
-        proc.send_signal(signal.SIGTERM)
-    for proc in leaving:
-        assert proc.wait(60) == 0
         # Every reconcile it started finished: none was cut off by the drain.
         assert not oracle.open_of(proc.pid), f"pid {proc.pid} left a reconcile unfinished"
     await eventually(lambda: oracle.finished_keys() >= keys, "every object reconciled", 120)
     assert_no_overlap(oracle.intervals(), {})
-    for proc in staying:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+    sigterm(staying)
 
 
 async def test_a_daemon_restart_reconnects_rust_and_python_workers_and_reconciles_all(
@@ -180,6 +183,4 @@ async def test_a_daemon_restart_reconnects_rust_and_python_workers_and_reconcile
     for proc, lang in ((rust, "Rust"), (python, "Python")):
         assert any(iv.pid == proc.pid for iv in after), f"the {lang} worker got no change"
     assert_no_overlap(oracle.intervals(), {})
-    for proc in (rust, python):
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(60) == 0
+    sigterm([rust, python])

@@ -2,6 +2,10 @@
 //! kube-apiserver with a real informerd: what sdk/python/tests/test_examples.py checks of the
 //! Python twins. One kube-apiserver serves every scenario (it takes a while to start), each in
 //! its own namespace with its own daemon.
+// Each example is a program of its own with the shared `common` module: loading two of them
+// loads it twice.
+#![allow(clippy::duplicate_mod)]
+
 #[path = "../examples/common/mod.rs"]
 mod common;
 #[path = "../examples/configmap_hash.rs"]

@@ -1,6 +1,7 @@
 //! The controller runtime against a real daemon: outcomes and metrics, drains, restarts, lost
 //! streams, heartbeats, bad definitions.
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -10,6 +11,7 @@ use informerd::{Action, Client, Context, Controller, ErrorReason, RateLimiter, W
 use prometheus::proto::MetricType;
 use serde_json::Value;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use crate::common::{HANG, TestResult, bounded, env};
 
@@ -68,10 +70,13 @@ fn sample(name: &str, controller: &str, labels: &[(&str, &str)]) -> f64 {
     0.0
 }
 
+/// One reconcile: when, the requeue count, the token.
+type Call = (Instant, i64, u64);
+
 /// What reconciles saw, shared with the test.
 #[derive(Default)]
 struct Seen {
-    calls: Mutex<HashMap<String, Vec<(Instant, i64, u64)>>>,
+    calls: Mutex<HashMap<String, Vec<Call>>>,
 }
 
 impl Seen {
@@ -91,7 +96,7 @@ impl Seen {
         self.calls.lock().unwrap().keys().cloned().collect()
     }
 
-    fn of(&self, key: &str) -> Vec<(Instant, i64, u64)> {
+    fn of(&self, key: &str) -> Vec<Call> {
         self.calls
             .lock()
             .unwrap()
@@ -110,11 +115,38 @@ async fn seen_until(seen: &Seen, what: &str, ok: impl Fn(&Seen) -> bool) {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
-async fn stopped(task: JoinHandle<informerd::Result<()>>) {
-    bounded("run returns after the drain", task)
-        .await
-        .expect("run did not panic")
-        .expect("run returned Ok");
+/// A controller running in a task.
+struct Running {
+    stop: CancellationToken,
+    task: JoinHandle<informerd::Result<()>>,
+}
+
+impl Running {
+    /// Drains it and checks that `run` returned Ok.
+    async fn stop(self) {
+        self.stop.cancel();
+        self.stopped().await;
+    }
+
+    /// Checks that `run` returns Ok (after a drain).
+    async fn stopped(self) {
+        bounded("run returns after the drain", self.task)
+            .await
+            .expect("run did not panic")
+            .expect("run returned Ok");
+    }
+}
+
+/// Runs `ctl` with `reconcile` in a task; errors are terminal (`Action::await_change()`).
+fn spawn<R, Fut>(ctl: Controller<Value>, reconcile: R) -> Running
+where
+    R: Fn(Arc<Value>, Context<()>) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = informerd::Result<Action>> + Send + 'static,
+{
+    Running {
+        stop: ctl.shutdown_token(),
+        task: tokio::spawn(ctl.run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))),
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,37 +169,40 @@ async fn outcomes_map_to_retries_requeues_and_metrics() -> TestResult {
     let ctl = configmaps(&env.client, name)
         .concurrency(2)
         .rate_limiter(RateLimiter::exponential(10, 200)?);
-    let stop = ctl.shutdown_token();
     let (s, k) = (seen.clone(), keys.clone());
-    let task = tokio::spawn(ctl.run(
-        move |_obj: Arc<Value>, ctx: Context<()>| {
-            let (seen, keys) = (s.clone(), k.clone());
-            async move {
-                let n = seen.record(&ctx);
-                assert_eq!(ctx.namespace(), "ctl-outcomes");
-                assert_eq!(Some(ctx.name()), ctx.key().split('/').nth(1));
-                let key = ctx.key();
-                if key == keys.0 && ctx.requeues() < 3 {
-                    return Err(Failure::NotYet);
+    let stop = ctl.shutdown_token();
+    let running = Running {
+        stop,
+        task: tokio::spawn(ctl.run(
+            move |_obj: Arc<Value>, ctx: Context<()>| {
+                let (seen, keys) = (s.clone(), k.clone());
+                async move {
+                    let n = seen.record(&ctx);
+                    assert_eq!(ctx.namespace(), "ctl-outcomes");
+                    assert_eq!(Some(ctx.name()), ctx.key().split('/').nth(1));
+                    let key = ctx.key();
+                    if key == keys.0 && ctx.requeues() < 3 {
+                        return Err(Failure::NotYet);
+                    }
+                    if key == keys.1 {
+                        return Err(Failure::Never);
+                    }
+                    if key == keys.2 && n == 1 {
+                        return Ok(Action::requeue(Duration::from_millis(500)));
+                    }
+                    if key == keys.3 && n == 1 {
+                        return Ok(Action::requeue_rate_limited());
+                    }
+                    Ok(Action::await_change())
                 }
-                if key == keys.1 {
-                    return Err(Failure::Never);
-                }
-                if key == keys.2 && n == 1 {
-                    return Ok(Action::requeue(Duration::from_millis(500)));
-                }
-                if key == keys.3 && n == 1 {
-                    return Ok(Action::requeue_rate_limited());
-                }
-                Ok(Action::await_change())
-            }
-        },
-        |_, e: &Failure, _| match e {
-            Failure::NotYet => Action::requeue_rate_limited(),
-            Failure::Never => Action::await_change(),
-        },
-        Arc::new(()),
-    ));
+            },
+            |_, e: &Failure, _| match e {
+                Failure::NotYet => Action::requeue_rate_limited(),
+                Failure::Never => Action::await_change(),
+            },
+            Arc::new(()),
+        )),
+    };
     seen_until(&seen, "4 reconciles of the failing key", |s| {
         s.count(&k1) == 4
     })
@@ -198,8 +233,7 @@ async fn outcomes_map_to_retries_requeues_and_metrics() -> TestResult {
     assert_eq!(m("controller_runtime_reconcile_time_seconds", &[]), 10.0);
     assert_eq!(m("controller_runtime_max_concurrent_reconciles", &[]), 2.0);
     assert_eq!(m("controller_runtime_active_workers", &[]), 0.0);
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     Ok(())
 }
 
@@ -225,18 +259,17 @@ async fn stop_drains_in_flight_reconciles_and_loses_nothing() -> TestResult {
     };
     let policy = |_: Arc<Value>, _: &informerd::Error, _: Context<()>| Action::await_change();
     let ctl = configmaps(&env.client, name).concurrency(3);
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(reconcile.clone(), policy, Arc::new(())));
+    let running = spawn(ctl, reconcile.clone());
     seen_until(&started, "3 reconciles in flight", |s| s.keys().len() == 3).await;
     assert_eq!(sample("controller_runtime_active_workers", name, &[]), 3.0);
-    stop.cancel();
+    running.stop.cancel();
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(
-        !task.is_finished(),
+        !running.task.is_finished(),
         "run waits for the in-flight reconciles"
     );
     open.send_replace(true);
-    stopped(task).await;
+    running.stopped().await;
     assert_eq!(finished.keys(), started.keys());
     assert_eq!(started.keys().len(), 3, "nothing new after the drain");
     let state = queue_state(&env.client, name).await;
@@ -244,11 +277,9 @@ async fn stop_drains_in_flight_reconciles_and_loses_nothing() -> TestResult {
 
     // Another run takes the rest.
     let ctl = configmaps(&env.client, name).concurrency(3);
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(reconcile.clone(), policy, Arc::new(())));
+    let running = spawn(ctl, reconcile.clone());
     seen_until(&finished, "the rest reconciled", |s| s.keys() == keys).await;
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     // A controller stopped before it runs returns at once.
     let ctl = configmaps(&env.client, name);
     ctl.shutdown_token().cancel();
@@ -268,19 +299,14 @@ async fn a_daemon_restart_reconnects_reensures_and_reconciles_everything_again()
     let seen = Arc::new(Seen::default());
     let s = seen.clone();
     let ctl = configmaps(&env.client, name).concurrency(4);
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(
-        move |obj: Arc<Value>, ctx: Context<()>| {
-            let seen = s.clone();
-            async move {
-                assert_eq!(obj["metadata"]["name"], ctx.name());
-                seen.record(&ctx);
-                Ok::<_, informerd::Error>(Action::await_change())
-            }
-        },
-        |_, _, _| Action::await_change(),
-        Arc::new(()),
-    ));
+    let running = spawn(ctl, move |obj: Arc<Value>, ctx: Context<()>| {
+        let seen = s.clone();
+        async move {
+            assert_eq!(obj["metadata"]["name"], ctx.name());
+            seen.record(&ctx);
+            Ok::<_, informerd::Error>(Action::await_change())
+        }
+    });
     seen_until(&seen, "every object reconciled", |s| s.keys() == keys).await;
     queue_idle(&env.client, name).await;
     let before: HashMap<String, usize> = keys.iter().map(|k| (k.clone(), seen.count(k))).collect();
@@ -301,8 +327,7 @@ async fn a_daemon_restart_reconnects_reensures_and_reconciles_everything_again()
             == Some(1)
     })
     .await?;
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     Ok(())
 }
 
@@ -330,26 +355,21 @@ async fn a_lost_stream_cancels_in_flight_reconciles_and_redelivers() -> TestResu
     let cancelled = Arc::new(Mutex::new(Vec::new()));
     let (s, c) = (seen.clone(), cancelled.clone());
     let ctl = configmaps(&env.client, name).concurrency(2);
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(
-        move |_: Arc<Value>, ctx: Context<()>| {
-            let (seen, cancelled) = (s.clone(), c.clone());
-            async move {
-                if seen.record(&ctx) == 1 {
-                    let mut guard = CancelGuard {
-                        token: ctx.token(),
-                        cancelled,
-                        armed: true,
-                    };
-                    tokio::time::sleep(Duration::from_secs(3600)).await;
-                    guard.armed = false;
-                }
-                Ok::<_, informerd::Error>(Action::await_change())
+    let running = spawn(ctl, move |_: Arc<Value>, ctx: Context<()>| {
+        let (seen, cancelled) = (s.clone(), c.clone());
+        async move {
+            if seen.record(&ctx) == 1 {
+                let mut guard = CancelGuard {
+                    token: ctx.token(),
+                    cancelled,
+                    armed: true,
+                };
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                guard.armed = false;
             }
-        },
-        |_, _, _| Action::await_change(),
-        Arc::new(()),
-    ));
+            Ok::<_, informerd::Error>(Action::await_change())
+        }
+    });
     seen_until(&seen, "both keys in flight", |s| s.keys() == keys).await;
     // The daemon dies (its state with it) and comes back: the stream breaks.
     env.daemon.restart(Signal::Kill).await?;
@@ -370,8 +390,7 @@ async fn a_lost_stream_cancels_in_flight_reconciles_and_redelivers() -> TestResu
     queue_idle(&env.client, name).await;
     // The cancelled reconciles sent nothing: nothing was refused.
     assert_eq!(sample("informerd_sdk_work_refusals_total", name, &[]), 0.0);
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     Ok(())
 }
 
@@ -383,19 +402,14 @@ async fn heartbeats_keep_a_long_reconcile_past_the_lease_timeout() -> TestResult
     let done = Arc::new(Seen::default());
     let d = done.clone();
     let ctl = configmaps(&env.client, name).lease_timeout(Duration::from_secs(1));
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(
-        move |_: Arc<Value>, ctx: Context<()>| {
-            let done = d.clone();
-            async move {
-                tokio::time::sleep(Duration::from_millis(2500)).await;
-                done.record(&ctx);
-                Ok::<_, informerd::Error>(Action::await_change())
-            }
-        },
-        |_, _, _| Action::await_change(),
-        Arc::new(()),
-    ));
+    let running = spawn(ctl, move |_: Arc<Value>, ctx: Context<()>| {
+        let done = d.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(2500)).await;
+            done.record(&ctx);
+            Ok::<_, informerd::Error>(Action::await_change())
+        }
+    });
     seen_until(&done, "the long reconcile finished", |s| {
         !s.keys().is_empty()
     })
@@ -404,8 +418,7 @@ async fn heartbeats_keep_a_long_reconcile_past_the_lease_timeout() -> TestResult
     assert_eq!(queue_state(&env.client, name).await.expired_leases, 0);
     assert_eq!(done.keys(), keys);
     assert_eq!(done.count(keys.first().unwrap()), 1, "reconciled once");
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     Ok(())
 }
 
@@ -417,22 +430,16 @@ async fn a_drain_timeout_cancels_hung_reconciles_and_gives_their_keys_back() -> 
     let started = Arc::new(Seen::default());
     let s = started.clone();
     let ctl = configmaps(&env.client, name).drain_timeout(Duration::from_millis(500));
-    let stop = ctl.shutdown_token();
-    let task = tokio::spawn(ctl.run(
-        move |_: Arc<Value>, ctx: Context<()>| {
-            let started = s.clone();
-            async move {
-                started.record(&ctx);
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                Ok::<_, informerd::Error>(Action::await_change())
-            }
-        },
-        |_, _, _| Action::await_change(),
-        Arc::new(()),
-    ));
+    let running = spawn(ctl, move |_: Arc<Value>, ctx: Context<()>| {
+        let started = s.clone();
+        async move {
+            started.record(&ctx);
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+            Ok::<_, informerd::Error>(Action::await_change())
+        }
+    });
     seen_until(&started, "the reconcile in flight", |s| s.keys() == keys).await;
-    stop.cancel();
-    stopped(task).await;
+    running.stop().await;
     wait_until(HANG, "the key back in the queue", || async {
         let s = queue_state(&env.client, name).await;
         s.in_flight == 0 && s.depth == 1

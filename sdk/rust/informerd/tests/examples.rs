@@ -74,6 +74,7 @@ async fn the_examples_on_a_real_kube_apiserver() -> TestResult {
         .await?;
     crd_finalizer_adds_writes_status_and_cleans_up(&server, &kube).await?;
     crd_finalizer_runs_as_a_program_and_drains_on_sigterm(&server, &kube).await?;
+    kube_helpers_conflict_instead_of_clobbering(&kube).await?;
     Ok(())
 }
 
@@ -371,5 +372,130 @@ async fn crd_finalizer_runs_as_a_program_and_drains_on_sigterm(
     assert!(status.success(), "{status}: {output}");
     assert!(output.contains("SIGTERM: draining"), "{output}");
     assert!(output.contains("work stream drained"), "{output}");
+    Ok(())
+}
+
+/// The finalizer and status helpers on stale objects: their writes `test` what was read, so a
+/// change since makes them conflict instead of clobbering it.
+async fn kube_helpers_conflict_instead_of_clobbering(kube: &kube::Client) -> TestResult {
+    use informerd::kube::{Event, StatusPatch, finalizer, is_conflict, patch_status};
+    use std::sync::{Arc, Mutex};
+    let ns = "helpers";
+    namespace(kube, ns).await?;
+    let cms: Api<ConfigMap> = Api::namespaced(kube.clone(), ns);
+    let set_finalizers = |list: Value| {
+        let cms = cms.clone();
+        async move {
+            let patch = Patch::Merge(json!({"metadata": {"finalizers": list}}));
+            cms.patch("cm", &PatchParams::default(), &patch).await
+        }
+    };
+    let fin = "example.com/cleanup";
+
+    // No finalizers when read; another writer added one since: ours is not added over it.
+    let stale = apply(
+        &cms,
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}),
+    )
+    .await?;
+    set_finalizers(json!(["other.io/a"])).await?;
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let record = |ran: Arc<Mutex<Vec<String>>>| {
+        move |e: Event<ConfigMap>| async move {
+            let (what, obj) = match e {
+                Event::Apply(o) => ("apply", o),
+                Event::Cleanup(o) => ("cleanup", o),
+            };
+            ran.lock()
+                .unwrap()
+                .push(format!("{what} {:?}", obj.finalizers()));
+            Ok::<_, std::io::Error>(informerd::Action::requeue(Duration::from_secs(7)))
+        }
+    };
+    let e = finalizer(&cms, fin, Arc::new(stale), record(ran.clone()))
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    // A list when read, changed since: the same.
+    let stale = cms.get("cm").await?;
+    set_finalizers(json!(["other.io/a", "other.io/b"])).await?;
+    let e = finalizer(&cms, fin, Arc::new(stale), record(ran.clone()))
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert_eq!(
+        cms.get("cm").await?.finalizers(),
+        ["other.io/a", "other.io/b"]
+    );
+    assert!(
+        ran.lock().unwrap().is_empty(),
+        "no reconcile after a failed write"
+    );
+
+    // Fresh: added, and the apply sees the object as the write returned it.
+    let action = finalizer(
+        &cms,
+        fin,
+        Arc::new(cms.get("cm").await?),
+        record(ran.clone()),
+    )
+    .await?;
+    assert_eq!(action, informerd::Action::requeue(Duration::from_secs(7)));
+    assert_eq!(
+        ran.lock().unwrap().as_slice(),
+        [format!("apply {:?}", ["other.io/a", "other.io/b", fin])]
+    );
+    // Deleting, read with ours at index 2; another finalizer removed since: the index test fails.
+    cms.delete("cm", &DeleteParams::default()).await?;
+    let deleting = cms.get("cm").await?;
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    set_finalizers(json!(["other.io/b", fin])).await?;
+    let e = finalizer(&cms, fin, Arc::new(deleting), record(ran.clone()))
+        .await
+        .unwrap_err();
+    assert!(e.is_conflict(), "{e}");
+    assert_eq!(cms.get("cm").await?.finalizers(), ["other.io/b", fin]);
+    // (The cleanup ran before the removal failed: cleanups must be idempotent.)
+    assert_eq!(ran.lock().unwrap().len(), 2);
+    // Fresh: cleaned up, ours removed, the other kept.
+    ran.lock().unwrap().clear();
+    finalizer(
+        &cms,
+        fin,
+        Arc::new(cms.get("cm").await?),
+        record(ran.clone()),
+    )
+    .await?;
+    assert_eq!(
+        ran.lock().unwrap().as_slice(),
+        [format!("cleanup {:?}", ["other.io/b", fin])]
+    );
+    assert_eq!(cms.get("cm").await?.finalizers(), ["other.io/b"]);
+    // Deleting without ours: nothing runs.
+    ran.lock().unwrap().clear();
+    let action = finalizer(
+        &cms,
+        fin,
+        Arc::new(cms.get("cm").await?),
+        record(ran.clone()),
+    )
+    .await?;
+    assert_eq!(action, informerd::Action::await_change());
+    assert!(ran.lock().unwrap().is_empty());
+    set_finalizers(Value::Null).await?;
+
+    // A conditional status merge patch at a stale resourceVersion conflicts.
+    let widgets: Api<crd_finalizer::Widget> = Api::namespaced(kube.clone(), ns);
+    let w = apply(&widgets, widget("w", 1)).await?;
+    let rv = w.resource_version().unwrap();
+    let status = json!({"observedGeneration": 1});
+    let merge = StatusPatch::merge().field_manager("helpers-test");
+    let written =
+        patch_status(&widgets, "w", &status, &merge.clone().resource_version(&rv)).await?;
+    assert_eq!(written.status.unwrap().observed_generation, Some(1));
+    let e = patch_status(&widgets, "w", &status, &merge.resource_version(rv))
+        .await
+        .unwrap_err();
+    assert!(is_conflict(&e), "{e}");
     Ok(())
 }

@@ -12,7 +12,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -60,14 +60,21 @@ class Oracle:
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def spawn(
-        self, sleep_s: float, concurrency: int = 2, hang_file: Path | None = None
+        self,
+        sleep_s: float,
+        concurrency: int = 2,
+        hang_file: Path | None = None,
+        program: Sequence[str] = (sys.executable, str(WORKER)),
     ) -> subprocess.Popen[bytes]:
+        """Starts a worker: ``program`` is the Python oracle worker unless given (any worker
+        with its flags and record, e.g. the Rust SDK's ``oracle_worker`` example)."""
         n = len(self.procs)
         hang = ("--hang-file", str(hang_file)) if hang_file is not None else ()
         with (self.dir / f"worker{n}.log").open("wb") as log:
             proc = subprocess.Popen(
                 [
-                    *(sys.executable, str(WORKER), *self.args),
+                    *program,
+                    *self.args,
                     *("--out", str(self.dir / f"w{n}.rec"), "--sleep", str(sleep_s)),
                     *("--concurrency", str(concurrency)),
                     *hang,

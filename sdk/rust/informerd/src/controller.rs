@@ -271,7 +271,9 @@ pub struct Controller<K> {
     rate_limiter: Option<RateLimiter>,
     sync_timeout: Duration,
     drain_timeout: Option<Duration>,
-    triggers: Vec<BoxFuture<'static, ()>>,
+    // In a Mutex so that the Controller is Sync (`run` holds `&self` across awaits, and its
+    // future must be Send to be spawned); the trigger futures themselves need only be Send.
+    triggers: Mutex<Vec<BoxFuture<'static, ()>>>,
     stop: CancellationToken,
     backoff: Backoff,
     invalid: Option<Error>,
@@ -331,7 +333,7 @@ where
             rate_limiter: None,
             sync_timeout: Duration::from_secs(120),
             drain_timeout: None,
-            triggers: Vec::new(),
+            triggers: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
             backoff: Backoff::default(),
             invalid: None,
@@ -487,23 +489,26 @@ where
     /// Drain and return from `run` on SIGTERM or SIGINT (kube-runtime's
     /// `shutdown_on_signal`).
     pub fn shutdown_on_signal(mut self) -> Self {
-        self.triggers.push(
-            async {
-                use tokio::signal::unix::{SignalKind, signal};
-                let (Ok(mut term), Ok(mut int)) = (
-                    signal(SignalKind::terminate()),
-                    signal(SignalKind::interrupt()),
-                ) else {
-                    tracing::error!("cannot install the SIGTERM/SIGINT handlers");
-                    return futures::future::pending().await;
-                };
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM: draining"),
-                    _ = int.recv() => tracing::info!("SIGINT: draining"),
+        self.triggers
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(
+                async {
+                    use tokio::signal::unix::{SignalKind, signal};
+                    let (Ok(mut term), Ok(mut int)) = (
+                        signal(SignalKind::terminate()),
+                        signal(SignalKind::interrupt()),
+                    ) else {
+                        tracing::error!("cannot install the SIGTERM/SIGINT handlers");
+                        return futures::future::pending().await;
+                    };
+                    tokio::select! {
+                        _ = term.recv() => tracing::info!("SIGTERM: draining"),
+                        _ = int.recv() => tracing::info!("SIGINT: draining"),
+                    }
                 }
-            }
-            .boxed(),
-        );
+                .boxed(),
+            );
         self
     }
 
@@ -512,7 +517,10 @@ where
         mut self,
         trigger: impl Future<Output = ()> + Send + 'static,
     ) -> Self {
-        self.triggers.push(trigger.boxed());
+        self.triggers
+            .get_mut()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(trigger.boxed());
         self
     }
 
@@ -633,7 +641,8 @@ where
             }
         }
         self.queue_spec(Vec::new())?;
-        for trigger in std::mem::take(&mut self.triggers) {
+        let triggers = std::mem::take(self.triggers.get_mut().unwrap_or_else(|p| p.into_inner()));
+        for trigger in triggers {
             let stop = self.stop.clone();
             tokio::spawn(async move {
                 tokio::select! {

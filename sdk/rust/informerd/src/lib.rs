@@ -8,9 +8,12 @@ pub mod client;
 pub mod controller;
 pub mod error;
 pub mod informers;
+#[cfg(feature = "kube")]
+pub mod kube;
 pub mod metrics;
 pub mod object;
 pub mod queues;
+pub mod resource;
 pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
@@ -18,23 +21,13 @@ pub mod testing;
 pub use client::{Backoff, Client, ConnectOptions};
 pub use controller::{Action, Context, Controller, WatchConfig};
 pub use error::{Error, ErrorReason, Result};
-pub use informer_types::*;
 pub use informers::{
     Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams,
 };
 pub use object::Object;
 pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
+pub use resource::Resource;
 pub use store::{Store, StoreBuilder};
 
 /// The generated API (`informerd.v1`), for calls the typed API does not cover.
 pub use informerd_api::v1;
-
-mod informer_types {
-    /// A Kubernetes resource type with a fixed apiVersion and kind.
-    pub trait Resource: serde::de::DeserializeOwned + Send + Sync + 'static {
-        /// e.g. `"v1"`, `"apps/v1"`.
-        fn api_version() -> String;
-        /// e.g. `"ConfigMap"`.
-        fn kind() -> String;
-    }
-}

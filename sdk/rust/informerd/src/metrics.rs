@@ -9,7 +9,7 @@
 //! `informerd_sdk_work_refusals_total{controller,reason}` (outcomes the daemon refused) and
 //! `informerd_sdk_work_reconnects_total{controller}` (reconnects after a lost Work stream).
 //!
-//! They are registered in the `prometheus` crate's default registry; [`register`] adds them to
+//! They are registered in the `prometheus` crate's default registry; [`register_in`] adds them to
 //! another one. Serve them with `prometheus::TextEncoder`:
 //!
 //! ```

@@ -3,6 +3,7 @@
 //! call by a deadline.
 mod client;
 mod common;
+mod controller;
 mod informers;
 mod kube;
 mod queues;

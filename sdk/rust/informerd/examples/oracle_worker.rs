@@ -1,0 +1,125 @@
+//! A worker process for the multi-process (and cross-language) controller tests: the Rust twin
+//! of the Python SDK's `tests/workers/oracle_worker.py`, with the same flags and the same record.
+//!
+//! Runs a Controller on the ConfigMaps of one namespace; every reconcile appends a start line and
+//! an end line (`S|E pid key token monotonic`, one `write` each on an O_APPEND file, so lines of
+//! concurrent reconciles never interleave; `monotonic` is CLOCK_MONOTONIC in seconds, the clock
+//! Python's `time.monotonic()` reads, so records of both languages compare) to `--out`, sleeping
+//! `--sleep` seconds between (forever once `--hang-file` exists). SIGTERM/SIGINT drain the
+//! controller; the process then exits 0.
+//!
+//! ```text
+//! oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S]
+//!               [--concurrency N] [--hang-file PATH]
+//! ```
+
+mod common;
+
+use std::fs::File;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informerd::{Action, Context, Controller};
+use serde_json::Value;
+
+const USAGE: &str = "oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S] \
+                     [--concurrency N] [--hang-file PATH]";
+
+struct Worker {
+    out: File,
+    pid: u32,
+    sleep: Duration,
+    hang_file: Option<PathBuf>,
+}
+
+/// CLOCK_MONOTONIC in seconds (shared by every process on the machine, unlike `Instant`'s
+/// origin).
+fn monotonic() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    assert_eq!(rc, 0, "clock_gettime(CLOCK_MONOTONIC)");
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
+}
+
+impl Worker {
+    fn record(&self, kind: &str, ctx: &Context<Worker>) {
+        let line = format!(
+            "{kind} {} {} {} {:.6}\n",
+            self.pid,
+            ctx.key(),
+            ctx.token(),
+            monotonic()
+        );
+        // One write: O_APPEND makes it atomic with respect to the other workers' lines.
+        let written = (&self.out)
+            .write(line.as_bytes())
+            .expect("write the record");
+        assert_eq!(written, line.len(), "a short write of the record");
+    }
+}
+
+async fn reconcile(_: Arc<Value>, ctx: Context<Worker>) -> Result<Action, informerd::Error> {
+    ctx.record("S", &ctx);
+    if ctx.hang_file.as_ref().is_some_and(|p| p.exists()) {
+        futures::future::pending::<()>().await; // wedged mid-reconcile, until killed
+    }
+    tokio::time::sleep(ctx.sleep).await;
+    ctx.record("E", &ctx);
+    Ok(Action::await_change())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let names = [
+        "target",
+        "namespace",
+        "queue",
+        "out",
+        "sleep",
+        "concurrency",
+        "hang-file",
+    ];
+    let mut f = common::or_exit(
+        "oracle_worker",
+        common::flags(std::env::args().skip(1), &names, USAGE),
+    );
+    let mut required = |name: &str| {
+        f.remove(name)
+            .ok_or_else(|| anyhow::anyhow!("--{name} is required\n{USAGE}"))
+    };
+    let (target, namespace, queue, out) = (
+        required("target")?,
+        required("namespace")?,
+        required("queue")?,
+        required("out")?,
+    );
+    let sleep: f64 = f.remove("sleep").as_deref().unwrap_or("0.1").parse()?;
+    let concurrency: u32 = f.remove("concurrency").as_deref().unwrap_or("2").parse()?;
+    common::init_logging();
+    let worker = Worker {
+        out: File::options().append(true).create(true).open(&out)?,
+        pid: std::process::id(),
+        sleep: Duration::from_secs_f64(sleep),
+        hang_file: f.remove("hang-file").map(PathBuf::from),
+    };
+    let client = informerd::Client::connect(
+        informerd::ConnectOptions::new(target).timeout(Duration::from_secs(20)),
+    )?;
+    Controller::<Value>::for_kind(client, &queue, "v1", "ConfigMap")
+        .namespace(namespace)
+        .concurrency(concurrency)
+        .shutdown_on_signal()
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue_rate_limited(),
+            Arc::new(worker),
+        )
+        .await?;
+    Ok(())
+}

@@ -1,7 +1,4 @@
-//! # informerd
-//!
-//! Kubernetes controllers on informerd's shared informers and central work queues, with
-//! kube-rs ergonomics.
+#![doc = include_str!("../../README.md")]
 #![warn(missing_docs)]
 
 pub mod client;

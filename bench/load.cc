@@ -27,6 +27,8 @@
 //   --batch=1              max_batch per stream (and max_in_flight unless --in_flight is given).
 //   --in_flight=BATCH      max_in_flight per stream.
 //   --delete_queue         delete the queue at the end.
+//   --objects              workers ask for each lease's object from the informer (--informer or
+//                          --resource; Start.object_informer_id), as controllers do.
 //   --informer=ID          the informer for --subscribers and --get_rate, or:
 //   --resource=[GROUP/]VERSION/RESOURCE with --namespace, --cluster: ensure that informer.
 //   --bind                 when creating --queue, source it from the informer (an informer-bound
@@ -109,6 +111,7 @@ struct Options {
   int batch = 1;
   int in_flight = 0;  // 0: batch
   bool delete_queue = false;
+  bool objects = false;
   std::string informer;
   std::string resource;
   std::string namespace_;
@@ -210,6 +213,8 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
       in_flight_given = true;
     } else if (name == "delete_queue") {
       s = ParseBool(name, value, &o.delete_queue);
+    } else if (name == "objects") {
+      s = ParseBool(name, value, &o.objects);
     } else if (name == "informer") {
       s = need_value();
       o.informer = value;
@@ -266,10 +271,12 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
     return absl::InvalidArgumentError("--informer and --resource: give one, not both");
   }
   const bool has_informer = !o.informer.empty() || !o.resource.empty();
-  if ((o.subscribers > 0 || o.get_rate > 0 || !o.get_key.empty() || o.lists > 0 || o.bind) &&
+  if ((o.subscribers > 0 || o.get_rate > 0 || !o.get_key.empty() || o.lists > 0 || o.bind ||
+       o.objects) &&
       !has_informer) {
     return absl::InvalidArgumentError(
-        "--subscribers, --get_rate, --get_key, --lists and --bind need --informer or --resource");
+        "--subscribers, --get_rate, --get_key, --lists, --bind and --objects need --informer or "
+        "--resource");
   }
   if (o.get_rate > 0 && o.get_key.empty()) {
     return absl::InvalidArgumentError("--get_rate: needs --get_key=NAMESPACE/NAME");
@@ -292,7 +299,8 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
 constexpr char kUsage[] =
     "usage: load --target=HOST:PORT [--duration=10s] [--queue=NAME --workers=N --batch=N "
     "--adders=N --add_rate=R --keys=N --prefill] [--resource=v1/configmaps --namespace=NS | "
-    "--informer=ID] [--subscribers=N] [--get_rate=R --get_key=NS/NAME] [--lists=N] [--bind] "
+    "--informer=ID] [--objects] [--subscribers=N] [--get_rate=R --get_key=NS/NAME] [--lists=N] "
+    "[--bind] "
     "[--apiserver=http://HOST:PORT --change_rate=R] [--json]\n"
     "(the comment at the top of bench/load.cc describes every flag)\n";
 
@@ -627,6 +635,7 @@ class Load {
     start.mutable_start()->set_max_in_flight(static_cast<uint32_t>(o_.in_flight));
     start.mutable_start()->set_max_batch(static_cast<uint32_t>(o_.batch));
     start.mutable_start()->set_worker_name(absl::StrCat("load-", index));
+    if (o_.objects) start.mutable_start()->set_object_informer_id(o_.informer);
     v1::ProcessResponse res;
     if (!stream->Write(start) || !stream->Read(&res) || !res.has_started()) {
       grpc::Status s = stream->Finish();

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -49,7 +50,9 @@ CM_NAMESPACE = "bench-cms"
 # The Rust drains' keys name ConfigMaps that exist (seeded in the fake API server, ~300 bytes
 # each), so that every lease carries its object: the Rust SDK, like kube-runtime, does not call
 # the reconcile for a key whose object is gone.
-OBJECTS_NAMESPACE = "bench-objects"
+# The Rust drains' ConfigMaps: named as bench/load names its keys (load/key-%08d), so that the C++
+# load generator drains keys of the same objects as the other contenders.
+OBJECTS_NAMESPACE = "load"
 
 
 # --- rows ---------------------------------------------------------------------------------
@@ -228,23 +231,29 @@ async def prefill(
 
 
 def seed_objects(api: FakeApiServer, count: int) -> list[str]:
-    """``count`` ConfigMaps of about 300 bytes in OBJECTS_NAMESPACE; their keys."""
-    step = 100_000  # a seed request well within the fake's HTTP timeout
-    keys: list[str] = []
-    for chunk, start in enumerate(range(0, count, step)):
-        n, prefix = min(step, count - start), f"o{chunk}-"
-        api.control(
-            "/_fake/seed",
+    """``count`` ConfigMaps of about 300 bytes in OBJECTS_NAMESPACE, named key-00000000 ...
+    (the fake names seeded objects PREFIX%07d: prefix "key-0" gives bench/load's key names);
+    their keys."""
+    if count >= 10_000_000:
+        sys.exit(f"bench-sdk: {count} objects: at most 9,999,999 (bench/load's key names)")
+    req = urllib.request.Request(
+        api.url + "/_fake/seed",
+        data=json.dumps(
             {
                 "resource": "configmaps",
                 "namespace": OBJECTS_NAMESPACE,
-                "count": n,
+                "count": count,
                 "bytes": 300,
-                "prefix": prefix,
-            },
-        )
-        keys += [f"{OBJECTS_NAMESPACE}/{prefix}{i:07d}" for i in range(n)]
-    return keys
+                "prefix": "key-0",
+            }
+        ).encode(),
+        method="POST",
+        headers={"Content-Type": "application/json"},
+    )
+    # One request (names restart at 0 in each), so a long deadline: ~15 s per million here.
+    with urllib.request.urlopen(req, timeout=600) as resp:
+        resp.read()
+    return [f"{OBJECTS_NAMESPACE}/key-{i:08d}" for i in range(count)]
 
 
 async def _exists(client: informerd.Client, queue: str) -> bool:
@@ -261,15 +270,24 @@ def rust(args: argparse.Namespace, binary: str, *argv: str) -> list[str]:
 
 
 def run_load(
-    args: argparse.Namespace, target: str, queue: str, batch: int, in_flight: int, keys: int
+    args: argparse.Namespace,
+    target: str,
+    queue: str,
+    batch: int,
+    in_flight: int,
+    keys: int,
+    objects_id: str,
 ) -> dict[str, Any]:
     """The C++ load generator (bench/load) draining ``keys`` keys it pre-fills on one Work
-    stream; its JSON summary with ``keys``, ``seconds`` and ``keys_per_second`` as the workers
-    report them."""
+    stream, each lease with its object from ``objects_id`` (``--objects``, as the other
+    contenders); its JSON summary with ``keys``, ``seconds`` and ``keys_per_second`` as the
+    workers report them."""
     argv = [
         str(args.load),
         f"--target={target}",
         f"--queue={queue}",
+        f"--informer={objects_id}",
+        "--objects",
         "--adders=0",
         "--prefill",
         f"--keys={keys}",
@@ -338,26 +356,23 @@ def drain_contenders(
             )
             for runtime in RUST_FLOORS
         ]
-        contenders.append(
+        # The no-op controller does not look at the object (decode=none: scanned, not built),
+        # like the floors; "typed" decodes each into k8s-openapi's ConfigMap, as a kube-rs user's
+        # controller would.
+        contenders += [
             (
-                "rust-sdk",
+                f"rust-sdk-{decode}",
                 rust(
                     args,
                     "sdk-worker",
+                    f"--decode={decode}",
                     f"--namespace={OBJECTS_NAMESPACE}",
                     f"--concurrency={in_flight}",
                     f"--max-batch={batch}",
                 ),
             )
-        )
-        # The tonic floor on the load generator's deliveries (no objects in leases): the two
-        # bare clients compared on equal terms.
-        contenders.append(
-            (
-                "tonic-floor-no-objects",
-                rust(args, "tonic-floor", f"--batch={batch}", f"--in-flight={in_flight}"),
-            )
-        )
+            for decode in ("none", "typed")
+        ]
         if args.load is not None:
             contenders.append(("load", []))
     return contenders
@@ -390,7 +405,14 @@ async def throughput(
                         if await _exists(client, queue):
                             await client.queues.delete(queue)
                         r = await asyncio.to_thread(
-                            run_load, args, daemon.target, queue, batch, in_flight, keys
+                            run_load,
+                            args,
+                            daemon.target,
+                            queue,
+                            batch,
+                            in_flight,
+                            keys,
+                            objects.id,
                         )
                     elif name.startswith("rust-"):
                         await prefill(client, objects.id, queue, keys, object_keys)
@@ -458,18 +480,33 @@ def rust_drain_rows(table: Table, rates: dict[str, float], shape: str) -> None:
     best_name = max(RUST_FLOORS, key=lambda rt: rates[f"rust-floor-{rt}"])
     name = f"Rust SDK no-op controller drain, {shape}"
     table.row(
-        name, "keys/s", rates["rust-sdk"], best, f"best bare tonic floor ({best_name})", 0.8, True
+        name,
+        "keys/s",
+        rates["rust-sdk-none"],
+        best,
+        f"best bare tonic floor ({best_name}-thread runtime)",
+        0.8,
+        True,
     )
     if "load" in rates:
         table.row(
             name,
             "keys/s",
-            rates["rust-sdk"],
+            rates["rust-sdk-none"],
             rates["load"],
-            "C++ load generator (bench/load)",
+            "C++ load generator (bench/load --objects)",
             0.9,
             True,
         )
+    table.row(
+        f"Rust SDK no-op controller drain, {shape}, objects decoded as k8s-openapi ConfigMaps",
+        "keys/s",
+        rates["rust-sdk-typed"],
+        best,
+        f"best bare tonic floor ({best_name}-thread runtime)",
+        0.0,
+        True,
+    )
     for rt in RUST_FLOORS:
         table.itself(
             f"floor: bare tonic ({rt}-thread runtime) drain, {shape}",
@@ -477,15 +514,9 @@ def rust_drain_rows(table: Table, rates: dict[str, float], shape: str) -> None:
             rates[f"rust-floor-{rt}"],
             True,
         )
-    table.itself(
-        f"floor: bare tonic (current-thread runtime) drain, {shape}, leases without objects",
-        "keys/s",
-        rates["tonic-floor-no-objects"],
-        True,
-    )
     if "load" in rates:
         table.itself(
-            f"C++ load generator (bench/load) drain, {shape}, leases without objects",
+            f"C++ load generator (bench/load --objects) drain, {shape}",
             "keys/s",
             rates["load"],
             True,

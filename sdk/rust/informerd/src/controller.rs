@@ -823,20 +823,26 @@ where
                     while let Some(Some(o)) = running.next().now_or_never() {
                         outcomes.push(o);
                     }
-                    held.answered(&outcomes);
-                    let batch = v1::Outcomes { outcomes: std::mem::take(&mut outcomes) };
-                    if let Err(e) = send(process_request::Kind::Outcomes(batch)) {
-                        // The request stream is gone: the stream is broken, and its error
-                        // arrives on `inbound`.
-                        tracing::debug!(controller = %self.name, error = %e, "outcomes not sent");
-                    }
+                    flush(&mut outcomes, &mut held, &req_tx, &self.name);
                 }
                 msg = inbound.message() => match msg {
                     Ok(Some(resp)) => match resp.kind {
                         Some(process_response::Kind::Leases(leases)) => {
                             held.handed_out(&leases.leases);
                             for lease in leases.leases {
-                                running.push(reconcile_one(run, lease));
+                                // Polled once here: a reconcile that finishes without waiting
+                                // (a no-op, a cache hit) never enters the pool's bookkeeping.
+                                let mut reconcile = Box::pin(reconcile_one(run, lease));
+                                match (&mut reconcile).now_or_never() {
+                                    Some(o) => outcomes.push(o),
+                                    None => running.push(reconcile),
+                                }
+                            }
+                            if !outcomes.is_empty() {
+                                while let Some(Some(o)) = running.next().now_or_never() {
+                                    outcomes.push(o);
+                                }
+                                flush(&mut outcomes, &mut held, &req_tx, &self.name);
                             }
                         }
                         Some(process_response::Kind::Refusals(r)) => {
@@ -994,6 +1000,26 @@ impl Held {
         }
         metrics.refused(reason);
         tracing::warn!(queue, key = %refusal.key, token = refusal.token, reason, "informerd refused the outcome: {}", refusal.message);
+    }
+}
+
+/// Sends the outcomes gathered so far as one message. A send fails only when the request stream
+/// is gone: the stream is broken then, and its error arrives on the response side.
+fn flush(
+    outcomes: &mut Vec<v1::Outcome>,
+    held: &mut Held,
+    req_tx: &mpsc::UnboundedSender<ProcessRequest>,
+    controller: &str,
+) {
+    held.answered(outcomes);
+    let batch = v1::Outcomes {
+        outcomes: std::mem::take(outcomes),
+    };
+    let request = ProcessRequest {
+        kind: Some(process_request::Kind::Outcomes(batch)),
+    };
+    if req_tx.send(request).is_err() {
+        tracing::debug!(controller, "outcomes not sent: the Work stream is closed");
     }
 }
 

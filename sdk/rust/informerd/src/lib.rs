@@ -1,6 +1,7 @@
 #![doc = include_str!("../../README.md")]
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod client;
 pub mod controller;
 pub mod error;
@@ -15,6 +16,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
+pub use admin::Admin;
 pub use client::{Backoff, Client, ConnectOptions};
 pub use controller::{Action, Context, Controller, WatchConfig};
 pub use error::{Error, ErrorReason, Result};

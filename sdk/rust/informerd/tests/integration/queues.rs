@@ -174,3 +174,40 @@ async fn remembered_specs_come_back_after_a_restart() -> TestResult {
     );
     Ok(())
 }
+
+#[tokio::test]
+async fn admin_lists_the_clusters_informers_and_queues_with_their_workers() -> TestResult {
+    let env = env().await;
+    let client = &env.client;
+    let cms = synced_configmaps(
+        client,
+        InformerSpec::new("v1", "ConfigMap").namespace("q-admin"),
+    )
+    .await;
+    client
+        .queues()
+        .create(QueueSpec::new("q-admin")?.source(Source::object(&cms)))
+        .await?;
+    let admin = client.admin();
+    let clusters = admin.clusters().await?;
+    assert_eq!(
+        clusters.iter().filter(|c| c.is_default).count(),
+        1,
+        "{clusters:?}"
+    );
+    let informers = admin.informers().await?;
+    assert!(informers.iter().any(|i| i.id == cms.id()), "{informers:?}");
+    let queues = admin.queues().await?;
+    let q = queues
+        .iter()
+        .find(|q| {
+            q.queue
+                .as_ref()
+                .and_then(|i| i.spec.as_ref())
+                .map(|s| s.name.as_str())
+                == Some("q-admin")
+        })
+        .expect("q-admin listed");
+    assert!(q.workers.is_empty(), "no Work stream yet: {q:?}");
+    Ok(())
+}

@@ -667,6 +667,16 @@ queues:
     ASSERT_EQ(res.informers_size(), 1);
     cms_id = res.informers(0).id();
   }
+  {
+    // The probes Get a seeded object: the configured informer must have listed it first.
+    grpc::ClientContext ctx;
+    v1::WaitForSyncRequest req;
+    req.set_informer_id(cms_id);
+    req.set_timeout_ms(60'000);
+    v1::InformerInfo res;
+    grpc::Status s = informers->WaitForSync(&ctx, req, &res);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
   Worker worker(d->channel.get(), "hung-queue", 1);
   ASSERT_TRUE(worker.ok());
   auto deadline_in = [](grpc::ClientContext* ctx, absl::Duration d) {

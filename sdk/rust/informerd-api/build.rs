@@ -4,7 +4,10 @@
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../proto");
+    // Read when the script runs, not baked in when it is compiled: a build script compiled for
+    // one checkout of the workspace may be reused for another.
+    let manifest = std::env::var("CARGO_MANIFEST_DIR")?;
+    let root = PathBuf::from(manifest).join("../../../proto");
     let root = root
         .canonicalize()
         .map_err(|e| format!("proto/ at {}: {e}", root.display()))?;

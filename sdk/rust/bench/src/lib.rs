@@ -87,6 +87,21 @@ impl Args {
     }
 }
 
+/// The tokio runtime `--runtime` names: `current` (the current-thread runtime, the default) or
+/// `multi` (the multi-thread one).
+pub fn runtime(args: &Args) -> anyhow::Result<tokio::runtime::Runtime> {
+    let builder = match args.string("runtime", "current").as_str() {
+        "current" => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build(),
+        "multi" => tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build(),
+        other => bail!("--runtime={other}: expected current or multi"),
+    };
+    Ok(builder?)
+}
+
 /// A `host:port` (or URL) target as a tonic endpoint URI.
 pub fn endpoint_uri(target: &str) -> String {
     if target.contains("://") {

@@ -63,15 +63,7 @@ fn error_policy<K>(_: Arc<K>, _: &Infallible, _: Context<Tally>) -> Action {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::from_env(USAGE)?;
-    let runtime = match args.string("runtime", "current").as_str() {
-        "current" => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        "multi" => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
-        other => anyhow::bail!("--runtime={other}: expected current or multi"),
-    };
+    let runtime = informerd_bench::runtime(&args)?;
     match args.string("decode", "typed").as_str() {
         "typed" => runtime.block_on(run::<ConfigMap>(args)),
         "none" => runtime.block_on(run::<IgnoredAny>(args)),

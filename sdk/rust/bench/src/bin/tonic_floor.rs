@@ -24,15 +24,7 @@ current-thread runtime (the default) or the multi-thread one.";
 
 fn main() -> anyhow::Result<()> {
     let args = Args::from_env(USAGE)?;
-    let runtime = match args.string("runtime", "current").as_str() {
-        "current" => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?,
-        "multi" => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?,
-        other => bail!("--runtime={other}: expected current or multi"),
-    };
+    let runtime = informerd_bench::runtime(&args)?;
     let tally = runtime.block_on(drain(&args))?;
     emit_result(&tally.result());
     Ok(())

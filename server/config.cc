@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -276,12 +277,121 @@ absl::Status ParseQueues(const YAML::Node& node, absl::string_view origin, Daemo
   return absl::OkStatus();
 }
 
+// A duration key of `node` into *out (if present).
+absl::Status DurationKey(const YAML::Node& node, absl::string_view origin, absl::string_view path,
+                         const char* key, absl::Duration* out) {
+  if (!node[key]) return absl::OkStatus();
+  const std::string p = Join(path, key);
+  absl::StatusOr<std::string> text = String(node[key], origin, p);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<absl::Duration> d = Duration(*text, origin, p);
+  if (!d.ok()) return d.status();
+  *out = *d;
+  return absl::OkStatus();
+}
+
+absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
+                       auth::GuardOptions* auth) {
+  if (root["insecureAllowUnauthenticated"]) {
+    absl::StatusOr<bool> v =
+        Bool(root["insecureAllowUnauthenticated"], origin, "insecureAllowUnauthenticated");
+    if (!v.ok()) return v.status();
+    auth->insecure_allow_unauthenticated = *v;
+  }
+  if (const YAML::Node& n = root["authentication"]) {
+    if (absl::Status s = CheckKeys(n, origin, "authentication",
+                                   {"audiences", "cacheTTL", "unixPeers"});
+        !s.ok()) {
+      return s;
+    }
+    if (n["audiences"]) {
+      absl::StatusOr<std::vector<std::string>> v =
+          StringList(n["audiences"], origin, "authentication.audiences");
+      if (!v.ok()) return v.status();
+      auth->audiences = *v;
+    }
+    if (absl::Status s = DurationKey(n, origin, "authentication", "cacheTTL", &auth->token_ttl);
+        !s.ok()) {
+      return s;
+    }
+    if (const YAML::Node& peers = n["unixPeers"]) {
+      if (!peers.IsSequence()) return Bad(origin, "authentication.unixPeers", "must be a list");
+      for (size_t i = 0; i < peers.size(); ++i) {
+        const std::string path = absl::StrCat("authentication.unixPeers[", i, "]");
+        if (absl::Status s = CheckKeys(peers[i], origin, path, {"uid", "user", "groups"});
+            !s.ok()) {
+          return s;
+        }
+        auth::UnixPeerMapping m;
+        if (!peers[i]["uid"]) return Bad(origin, Join(path, "uid"), "required");
+        absl::StatusOr<int64_t> uid = Int(peers[i]["uid"], origin, Join(path, "uid"), 0,
+                                          std::numeric_limits<uint32_t>::max());
+        if (!uid.ok()) return uid.status();
+        m.uid = static_cast<uint32_t>(*uid);
+        if (!peers[i]["user"]) return Bad(origin, Join(path, "user"), "required");
+        absl::StatusOr<std::string> user = String(peers[i]["user"], origin, Join(path, "user"));
+        if (!user.ok()) return user.status();
+        if (user->empty()) return Bad(origin, Join(path, "user"), "must not be empty");
+        m.user = *user;
+        if (peers[i]["groups"]) {
+          absl::StatusOr<std::vector<std::string>> g =
+              StringList(peers[i]["groups"], origin, Join(path, "groups"));
+          if (!g.ok()) return g.status();
+          m.groups = *g;
+        }
+        auth->unix_peers.push_back(std::move(m));
+      }
+    }
+  }
+  if (const YAML::Node& n = root["authorization"]) {
+    if (absl::Status s = CheckKeys(n, origin, "authorization",
+                                   {"allowTTL", "denyTTL", "cacheSize", "reviewTimeout"});
+        !s.ok()) {
+      return s;
+    }
+    for (const auto& [key, field] : std::vector<std::pair<const char*, absl::Duration*>>{
+             {"allowTTL", &auth->allow_ttl},
+             {"denyTTL", &auth->deny_ttl},
+             {"reviewTimeout", &auth->review_timeout}}) {
+      if (absl::Status s = DurationKey(n, origin, "authorization", key, field); !s.ok()) return s;
+    }
+    if (auth->review_timeout < absl::Milliseconds(100)) {
+      return Bad(origin, "authorization.reviewTimeout", "must be at least 100ms");
+    }
+    if (n["cacheSize"]) {
+      absl::StatusOr<int64_t> v =
+          Int(n["cacheSize"], origin, "authorization.cacheSize", 1, 10000000);
+      if (!v.ok()) return v.status();
+      auth->cache_size = static_cast<size_t>(*v);
+    }
+  }
+  if (const YAML::Node& n = root["callerLimits"]) {
+    if (absl::Status s = CheckKeys(n, origin, "callerLimits",
+                                   {"informers", "queues", "streams", "inFlight"});
+        !s.ok()) {
+      return s;
+    }
+    for (const auto& [key, field] : std::vector<std::pair<const char*, int*>>{
+             {"informers", &auth->limits.informers},
+             {"queues", &auth->limits.queues},
+             {"streams", &auth->limits.streams},
+             {"inFlight", &auth->limits.in_flight}}) {
+      if (!n[key]) continue;
+      absl::StatusOr<int64_t> v = Int(n[key], origin, Join("callerLimits", key), 1, 1000000);
+      if (!v.ok()) return v.status();
+      *field = static_cast<int>(*v);
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonConfig* config) {
   if (!root || root.IsNull()) return absl::OkStatus();  // an empty file: all defaults
   if (absl::Status s = CheckKeys(root, origin, "",
                                  {"listen", "metricsListen", "tls", "shutdownGracePeriod", "idleTimeout",
                                   "limits", "keepalive", "clusters", "informers", "queues",
-                                  "logLevel"});
+                                  "logLevel", "insecureAllowUnauthenticated", "authentication",
+                                  "authorization", "callerLimits"});
       !s.ok()) {
     return s;
   }
@@ -375,6 +485,7 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
       *field = *d;
     }
   }
+  if (absl::Status s = ParseAuth(root, origin, &config->auth); !s.ok()) return s;
   if (root["clusters"]) {
     if (absl::Status s = ParseClusters(root["clusters"], origin, config); !s.ok()) return s;
   }
@@ -448,17 +559,21 @@ std::string FlagsUsage() {
   --idle-timeout=DUR       free informers and queues created over the API after this long with
                            no user (default 10m; 0: never)
   --log-level=LEVEL        trace, debug, info, warn, error (default info)
+  --insecure-allow-unauthenticated
+                           serve every call with no authentication or authorization, TCP
+                           without TLS allowed: local development only
 )";
 }
 
 absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help) {
   *help = false;
   std::vector<std::pair<std::string, std::string>> flags;
-  static const std::set<std::string> kBoolean = {"in-cluster", "help"};
+  static const std::set<std::string> kBoolean = {"in-cluster", "help",
+                                                 "insecure-allow-unauthenticated"};
   static const std::set<std::string> kKnown = {
       "config",   "listen",   "metrics-listen", "kubeconfig",    "context",        "in-cluster",
       "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "help",
-      "idle-timeout"};
+      "idle-timeout", "insecure-allow-unauthenticated"};
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
@@ -528,6 +643,12 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
       config.idle_timeout = *d;
     } else if (name == "log-level") {
       config.log_level = value;
+    } else if (name == "insecure-allow-unauthenticated") {
+      if (value != "true" && value != "false") {
+        return absl::InvalidArgumentError(
+            "--insecure-allow-unauthenticated: must be true or false");
+      }
+      config.auth.insecure_allow_unauthenticated = value == "true";
     }
   }
   if (flag_cluster) {

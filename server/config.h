@@ -25,6 +25,18 @@
 //       resource: {version: v1, resource: pods}
 //       namespace: team-a
 //       indexes: [{name: by-node, fieldPath: spec.nodeName}]
+//   insecureAllowUnauthenticated: false       # true: no authentication, no authorization
+//                                             #   (local development only; docs/security.md)
+//   authentication:                           # who calls (on by default; TCP needs tls.cert)
+//     audiences: [informerd]                  # TokenReview audiences (default: the API server's)
+//     cacheTTL: 10s                           # how long a TokenReview result is reused
+//     unixPeers: [{uid: 1000, user: alice, groups: [dev]}]   # unix-socket peers by uid
+//   authorization:                            # SubjectAccessReviews to the default cluster
+//     allowTTL: 10s                           # how long decisions are reused
+//     denyTTL: 10s
+//     cacheSize: 10000
+//     reviewTimeout: 5s
+//   callerLimits: {informers: 50, queues: 50, streams: 200, inFlight: 100}   # per identity
 //   queues:                                   # informerd.v1.QueueSpec in proto JSON
 //     - name: pod-reconciler
 //       sources: [{informerId: pods}]          # an informer alias (or id)
@@ -44,6 +56,7 @@
 #include "absl/time/time.h"
 #include "informerd/v1/informers.pb.h"
 #include "informerd/v1/queues.pb.h"
+#include "server/auth/options.h"
 
 namespace informerd {
 
@@ -91,6 +104,8 @@ struct DaemonConfig {
   std::vector<v1::QueueSpec> queues;
   // "trace", "debug", "info", "warn", "error".
   std::string log_level = "info";
+  // Authentication, authorization and per-caller limits (server/auth).
+  auth::GuardOptions auth;
 };
 
 // Parses a config file's text; `origin` names it in errors. INVALID_ARGUMENT naming the key.
@@ -102,7 +117,7 @@ absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
 //   --config=PATH (read first, then the other flags apply over it)  --listen=ADDR (repeatable;
 //   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
 //   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
-//   --idle-timeout=DURATION  --log-level=LEVEL
+//   --idle-timeout=DURATION  --log-level=LEVEL  --insecure-allow-unauthenticated
 // --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".
 // INVALID_ARGUMENT naming an unknown flag or a bad value. `*help` is set for --help.
 absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help);

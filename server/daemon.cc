@@ -41,10 +41,15 @@ absl::StatusOr<std::string> ReadTlsFile(const std::string& path, absl::string_vi
   return data;
 }
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls) {
+// With authentication on, a client certificate is one way to authenticate among others (a token
+// over TLS needs none), so one is asked for and verified when presented; without, the CA is the
+// only check and a certificate is required.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tls,
+                                                                     bool authenticate) {
   if (!tls.enabled()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(
       tls.client_ca_file.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+      : authenticate             ? GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY
                                  : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   absl::StatusOr<std::string> cert = ReadTlsFile(tls.cert_file, "tls.cert");
   if (!cert.ok()) return cert.status();
@@ -98,6 +103,30 @@ absl::Status Daemon::Init() {
       return absl::Status(s.code(), absl::StrCat("clusters[", i, "]: ", s.message()));
     }
   }
+  const bool insecure = config_.auth.insecure_allow_unauthenticated;
+  if (!insecure && !config_.tls.enabled()) {
+    for (size_t i = 0; i < config_.listen.size(); ++i) {
+      if (absl::StartsWith(config_.listen[i], "unix:")) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          "listen[", i, "] (", config_.listen[i],
+          "): a TCP listener with authentication on needs TLS (bearer tokens must not cross the "
+          "network in clear): set tls.cert and tls.key (--tls-cert, --tls-key), or listen on a "
+          "unix socket, or pass --insecure-allow-unauthenticated for local development"));
+    }
+  }
+  {
+    // Reviews go to the default cluster (none configured: every review fails, so every call
+    // that needs one is refused).
+    absl::StatusOr<service::Clusters::Cluster*> review_cluster = clusters_->Find("");
+    guard_ = std::make_unique<auth::Guard>(
+        config_.auth, review_cluster.ok() ? (*review_cluster)->client.get() : nullptr, &metrics_);
+  }
+  if (insecure) {
+    spdlog::warn(
+        "--insecure-allow-unauthenticated: every caller may read every cached object (Secrets "
+        "included) and use every queue, with no authentication or authorization. Local "
+        "development only.");
+  }
   informers_ = std::make_unique<service::InformerRegistry>(
       clusters_.get(), service::InformerRegistryOptions{.metrics = &metrics_});
   queues_ = std::make_unique<service::QueueRegistry>(
@@ -144,22 +173,29 @@ absl::Status Daemon::Init() {
 
   informer_service_ = std::make_unique<service::InformerService>(
       informers_.get(),
-      service::InformerServiceOptions{.max_subscribers = static_cast<size_t>(config_.max_subscribers)});
-  queue_service_ = std::make_unique<service::QueueService>(queues_.get());
-  work_service_ = std::make_unique<service::WorkService>(queues_.get());
+      service::InformerServiceOptions{.max_subscribers = static_cast<size_t>(config_.max_subscribers),
+                                      .guard = guard_.get()});
+  queue_service_ = std::make_unique<service::QueueService>(queues_.get(), absl::Seconds(30),
+                                                           guard_.get(), informers_.get());
+  work_service_ =
+      std::make_unique<service::WorkService>(queues_.get(), guard_.get(), informers_.get());
   admin_service_ = std::make_unique<service::AdminService>(
-      clusters_.get(), informers_.get(), queues_.get(), informer_service_.get());
+      clusters_.get(), informers_.get(), queues_.get(), informer_service_.get(), guard_.get());
 
   grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  // Reflection is served to anyone who connects (gRPC's own service, outside the guard): only
+  // when nothing else is protected either.
+  if (insecure) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> tcp_credentials =
-      Credentials(config_.tls);
+      Credentials(config_.tls, !insecure);
   if (!tcp_credentials.ok()) return tcp_credentials.status();
   std::vector<std::unique_ptr<int>> ports;
   for (const std::string& address : config_.listen) {
     const bool unix_socket = absl::StartsWith(address, "unix:");
     ports.push_back(std::make_unique<int>(0));
+    // With authentication, unix sockets are accepted by informerd itself (peer credentials).
+    if (unix_socket && !insecure) continue;
     builder.AddListeningPort(address,
                              unix_socket ? grpc::InsecureServerCredentials() : *tcp_credentials,
                              ports.back().get());
@@ -194,6 +230,12 @@ absl::Status Daemon::Init() {
   for (size_t i = 0; i < config_.listen.size(); ++i) {
     const std::string& address = config_.listen[i];
     if (absl::StartsWith(address, "unix:")) {
+      if (!insecure) {
+        absl::StatusOr<std::unique_ptr<auth::UnixListener>> l =
+            auth::UnixListener::Start(address, server_.get(), &guard_->unix_peers());
+        if (!l.ok()) return l.status();
+        unix_listeners_.push_back(*std::move(l));
+      }
       grpc_addresses_.push_back(address);
       continue;
     }
@@ -291,6 +333,7 @@ void Daemon::Shutdown() {
   idle_reaper_.reset();  // frees nothing from now on
   // Stop handing out keys; let in-flight ones be answered for the grace period.
   if (queues_ != nullptr) queues_->ShutDownAll(config_.shutdown_grace_period);
+  unix_listeners_.clear();  // no new connections
   if (server_ != nullptr) {
     // Streams still open are cancelled now; their held keys go back to the queues.
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
@@ -309,6 +352,7 @@ void Daemon::Shutdown() {
   queue_service_.reset();
   informer_service_.reset();
   server_.reset();
+  guard_.reset();  // answers calls still waiting for a review
   queues_.reset();
   informers_.reset();
   clusters_.reset();

@@ -31,6 +31,8 @@
 #include "absl/status/statusor.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
+#include "server/auth/guard.h"
+#include "server/auth/unix_peers.h"
 #include "server/config.h"
 
 namespace grpc {
@@ -83,6 +85,10 @@ class Daemon {
   std::unique_ptr<service::Clusters> clusters_;
   std::unique_ptr<service::InformerRegistry> informers_;
   std::unique_ptr<service::QueueRegistry> queues_;
+  // Authenticates and authorizes every call; outlives the services and the server.
+  std::unique_ptr<auth::Guard> guard_;
+  // Unix sockets informerd accepts itself, to know each peer's uid (with authentication on).
+  std::vector<std::unique_ptr<auth::UnixListener>> unix_listeners_;
   // Frees what clients created and left unused (config_.idle_timeout); nullptr when 0.
   std::unique_ptr<service::IdleReaper> idle_reaper_;
   std::unique_ptr<service::InformerService> informer_service_;

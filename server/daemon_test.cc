@@ -139,7 +139,8 @@ TEST(DaemonTest, ABadConfigStopsStartUpNamingTheKey) {
   const std::string cluster = WriteConfig(
       "nocluster", "clusters: [{name: gone, kubeconfig: /nonexistent/kubeconfig}]\n");
   p = Subprocess::Start({Runfile("server/informerd"), "--config=" + cluster,
-                         "--listen=127.0.0.1:0", "--metrics-listen="});
+                         "--listen=127.0.0.1:0", "--metrics-listen=",
+                         "--insecure-allow-unauthenticated"});
   ASSERT_TRUE(p.ok());
   code = (*p)->Wait(absl::Seconds(20));
   ASSERT_TRUE(code.ok());

@@ -9,17 +9,38 @@
 namespace informerd::service {
 namespace {
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context) {
+}  // namespace
+
+template <typename Fill>
+grpc::ServerUnaryReactor* AdminService::Guarded(grpc::CallbackServerContext* context, Fill fill) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  auth::CheckCall(guard_, context, auth::CallKind::kUnary, auth::Need(auth::AdminRequirement()),
+                  reactor, [reactor, fill = std::move(fill)](auth::Ticket) mutable {
+                    fill();
+                    reactor->Finish(grpc::Status::OK);
+                  });
   return reactor;
 }
-
-}  // namespace
 
 grpc::ServerUnaryReactor* AdminService::ListClusters(grpc::CallbackServerContext* context,
                                                      const v1::ListClustersRequest*,
                                                      v1::ListClustersResponse* response) {
+  return Guarded(context, [this, response] { FillClusters(response); });
+}
+
+grpc::ServerUnaryReactor* AdminService::ListInformers(grpc::CallbackServerContext* context,
+                                                      const v1::ListInformersRequest*,
+                                                      v1::ListInformersResponse* response) {
+  return Guarded(context, [this, response] { FillInformers(response); });
+}
+
+grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* context,
+                                                   const v1::ListQueuesRequest*,
+                                                   v1::ListQueuesResponse* response) {
+  return Guarded(context, [this, response] { FillQueues(response); });
+}
+
+void AdminService::FillClusters(v1::ListClustersResponse* response) {
   const std::vector<InformerRegistry::Entry> informers = informers_->List();
   for (Clusters::Cluster* c : clusters_->List()) {
     v1::ClusterInfo* info = response->add_clusters();
@@ -41,24 +62,18 @@ grpc::ServerUnaryReactor* AdminService::ListClusters(grpc::CallbackServerContext
       info->set_last_error_unix_ms(absl::ToUnixMillis(when));
     }
   }
-  return Finish(context);
 }
 
-grpc::ServerUnaryReactor* AdminService::ListInformers(grpc::CallbackServerContext* context,
-                                                      const v1::ListInformersRequest*,
-                                                      v1::ListInformersResponse* response) {
+void AdminService::FillInformers(v1::ListInformersResponse* response) {
   std::vector<InformerRegistry::Entry> entries = informers_->List();
   std::sort(entries.begin(), entries.end(),
             [](const auto& a, const auto& b) { return a.id < b.id; });
   for (const InformerRegistry::Entry& e : entries) {
     informer_service_->FillInfo(e, response->add_informers());
   }
-  return Finish(context);
 }
 
-grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* context,
-                                                   const v1::ListQueuesRequest*,
-                                                   v1::ListQueuesResponse* response) {
+void AdminService::FillQueues(v1::ListQueuesResponse* response) {
   std::vector<std::shared_ptr<NamedQueue>> queues = queues_->List();
   std::sort(queues.begin(), queues.end(),
             [](const auto& a, const auto& b) { return a->name() < b->name(); });
@@ -78,7 +93,6 @@ grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* 
       info->set_draining(w.draining);
     }
   }
-  return Finish(context);
 }
 
 }  // namespace informerd::service

@@ -14,6 +14,7 @@
 #include "informerd/v1/admin.grpc.pb.h"
 #include "server/service/clusters.h"
 #include "server/service/informer_registry.h"
+#include "server/auth/guard.h"
 #include "server/service/informer_service.h"
 #include "server/service/queue_registry.h"
 
@@ -21,12 +22,14 @@ namespace informerd::service {
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
+  // `guard` (nullptr: nothing checked) requires verb admin on daemon.informerd.io of every call.
   AdminService(Clusters* clusters, InformerRegistry* informers, QueueRegistry* queues,
-               const InformerService* informer_service)
+               const InformerService* informer_service, auth::Guard* guard = nullptr)
       : clusters_(clusters),
         informers_(informers),
         queues_(queues),
-        informer_service_(informer_service) {}
+        informer_service_(informer_service),
+        guard_(guard) {}
 
   grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
                                          const v1::ListClustersRequest* request,
@@ -39,10 +42,18 @@ class AdminService final : public v1::Admin::CallbackService {
                                        v1::ListQueuesResponse* response) override;
 
  private:
+  void FillClusters(v1::ListClustersResponse* response);
+  void FillInformers(v1::ListInformersResponse* response);
+  void FillQueues(v1::ListQueuesResponse* response);
+  // Answers the call with `fill` once the caller may administer the daemon.
+  template <typename Fill>
+  grpc::ServerUnaryReactor* Guarded(grpc::CallbackServerContext* context, Fill fill);
+
   Clusters* const clusters_;
   InformerRegistry* const informers_;
   QueueRegistry* const queues_;
   const InformerService* const informer_service_;
+  auth::Guard* const guard_;
 };
 
 }  // namespace informerd::service

@@ -69,7 +69,14 @@ class ApiCallLanes {
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
                                 Response* response, absl::string_view cluster,
                                 absl::AnyInvocable<absl::StatusOr<Response>()> work) {
-    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    return Run(context, context->DefaultReactor(), response, cluster, std::move(work));
+  }
+  // The same with the call's reactor already made (by a caller that obtained it before).
+  template <typename Response>
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                grpc::ServerUnaryReactor* reactor, Response* response,
+                                absl::string_view cluster,
+                                absl::AnyInvocable<absl::StatusOr<Response>()> work) {
     auto call = std::make_shared<Call>(reactor, std::string(cluster));
     call->answer = [response, work = std::move(work)](Call& c) mutable {
       absl::StatusOr<Response> result = work();

@@ -208,7 +208,8 @@ InformerRegistry::~InformerRegistry() {
   for (auto& [id, entry] : informers) entry.informer->Stop();
 }
 
-absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::InformerSpec& spec) {
+absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::InformerSpec& spec,
+                                                                 const Admission& admit) {
   absl::StatusOr<Validated> v = Validate(spec);
   if (!v.ok()) return v.status();
   absl::StatusOr<Clusters::Cluster*> cluster = clusters_->Find(spec.cluster());
@@ -251,6 +252,15 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   const std::string id = absl::StrFormat(
       "%s%s-%016x", info->gvr.resource, info->gvr.group.empty() ? "" : "." + info->gvr.group,
       Fnv1a64(key.ToString()));
+
+  if (admit != nullptr) {
+    bool exists;
+    {
+      MutexLock lock(&mu_);
+      exists = informers_.contains(id);
+    }
+    if (absl::Status s = admit(*info, id, exists); !s.ok()) return s;
+  }
 
   MutexLock change_lock(&change_mu_);
   Entry existing;
@@ -340,6 +350,18 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Get(absl::string_view 
   if (it == informers_.end()) return InformerNotFound(id);
   TouchLocked(it->second);
   return it->second;
+}
+
+absl::StatusOr<InformerRegistry::Scope> InformerRegistry::GetScope(absl::string_view id) const {
+  MutexLock lock(&mu_);
+  auto it = informers_.find(id);
+  if (it == informers_.end()) return InformerNotFound(id);
+  const v1::GroupVersionResource& r = it->second.spec.resource();
+  return Scope{.group = r.group(),
+               .version = r.version(),
+               .resource = r.resource(),
+               .namespace_name = it->second.spec.namespace_(),
+               .namespaced = it->second.namespaced};
 }
 
 std::shared_ptr<informer::SharedInformer> InformerRegistry::Find(absl::string_view id) const {

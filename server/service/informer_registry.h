@@ -30,6 +30,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,9 +93,25 @@ class InformerRegistry {
   // RESOURCE_NOT_FOUND (NOT_FOUND), NO_CLUSTER (FAILED_PRECONDITION), INDEX_CONFLICT for an index
   // name already used with another definition; discovery failures keep the client's error
   // (API_SERVER_ERROR when the API server refused) and are recorded as the cluster's last error.
-  absl::StatusOr<Entry> Ensure(const v1::InformerSpec& spec);
+  //
+  // `admit`, if set, is asked once the resource is resolved and before anything is built or
+  // changed, with the resource, the informer's id and whether it runs already; its error is
+  // returned as is (authorization and per-caller limits). It runs on the calling thread with no
+  // lock held, and may block.
+  using Admission = std::function<absl::Status(const client::ResourceInfo& resource,
+                                               const std::string& id, bool exists)>;
+  absl::StatusOr<Entry> Ensure(const v1::InformerSpec& spec, const Admission& admit = nullptr);
   // InformerNotFound(id) when there is no such informer.
   absl::StatusOr<Entry> Get(absl::string_view id) const;
+  // What an informer reads, for authorization: cheaper than Get (no spec copy, no use recorded).
+  struct Scope {
+    std::string group;
+    std::string version;
+    std::string resource;
+    std::string namespace_name;  // "" for all namespaces
+    bool namespaced = false;     // the resource is
+  };
+  absl::StatusOr<Scope> GetScope(absl::string_view id) const;
   // nullptr when there is no such informer.
   std::shared_ptr<informer::SharedInformer> Find(absl::string_view id) const;
   // Stops and forgets the informer. InformerNotFound(id) when there is no such informer.

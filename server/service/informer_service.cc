@@ -13,6 +13,7 @@
 #include "server/informer/field_selector.h"
 #include "server/informer/label_selector.h"
 #include "server/informer/processor_listener.h"
+#include "server/service/access.h"
 #include "server/service/limits.h"
 #include "server/service/object_proto.h"
 #include "server/service/status.h"
@@ -87,8 +88,7 @@ grpc::ServerWriteReactor<Response>* Fail(grpc::Status status) {
   return new ErrorWriteReactor<Response>(std::move(status));
 }
 
-grpc::ServerUnaryReactor* Answer(grpc::CallbackServerContext* context, grpc::Status status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+grpc::ServerUnaryReactor* Answer(grpc::ServerUnaryReactor* reactor, grpc::Status status) {
   reactor->Finish(std::move(status));
   return reactor;
 }
@@ -117,14 +117,44 @@ grpc::Status CheckId(absl::string_view id) {
 
 class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
  public:
-  WaitForSyncReactor(const InformerService* service, InformerRegistry::Entry entry,
-                     absl::Time deadline, v1::InformerInfo* response)
-      : service_(service), entry_(std::move(entry)), deadline_(deadline), response_(response),
+  WaitForSyncReactor(const InformerService* service, absl::Time deadline,
+                     v1::InformerInfo* response)
+      : service_(service), deadline_(deadline), response_(response),
         timer_(service->clock_->CreateTimer([this] { Check(); })) {}
 
-  void Start() { Check(); }
+  // Once the caller is allowed: polls the informer (or answers `entry`'s error).
+  void Start(absl::StatusOr<InformerRegistry::Entry> entry, auth::Ticket ticket) {
+    bool cancelled;
+    {
+      MutexLock lock(&mu_);
+      started_ = true;
+      cancelled = cancelled_;
+      ticket_ = std::move(ticket);
+      if (entry.ok()) entry_ = *entry;
+    }
+    if (cancelled) {
+      FinishOnce(grpc::Status::CANCELLED);
+    } else if (!entry.ok()) {
+      FinishOnce(ToGrpc(entry.status()));
+    } else {
+      Check();
+    }
+  }
+  // Refused before it started.
+  void Refuse(grpc::Status status) {
+    {
+      MutexLock lock(&mu_);
+      started_ = true;
+    }
+    FinishOnce(std::move(status));
+  }
 
   void OnCancel() override {
+    {
+      MutexLock lock(&mu_);
+      cancelled_ = true;
+      if (!started_) return;  // Start or Refuse finishes
+    }
     // The timer callback may be running: Finish once, through the flag.
     FinishOnce(grpc::Status::CANCELLED);
   }
@@ -154,16 +184,20 @@ class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
       finished_ = true;
       timer_->Disarm();
       if (fill) service_->FillInfo(entry_, response_);
+      ticket_.Release();
     }
     Finish(std::move(status));  // the last use of this reactor by the caller
   }
 
   const InformerService* const service_;
-  const InformerRegistry::Entry entry_;
+  InformerRegistry::Entry entry_;  // set by Start, before the timer can run
   const absl::Time deadline_;
   v1::InformerInfo* const response_;
   Mutex mu_;
+  bool started_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  auth::Ticket ticket_ ABSL_GUARDED_BY(mu_);
   // Last: destroyed first, waiting for a running callback while the rest is intact.
   const std::unique_ptr<Timer> timer_;
 };
@@ -172,10 +206,13 @@ class InformerService::WaitForSyncReactor : public grpc::ServerUnaryReactor {
 
 class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListResponse> {
  public:
-  ListReactor(std::vector<ObjectPtr> objects, std::string resource_version, size_t batch,
-              size_t max_bytes)
-      : objects_(std::move(objects)), resource_version_(std::move(resource_version)),
-        batch_(batch), max_bytes_(max_bytes) {
+  ListReactor(size_t batch, size_t max_bytes) : batch_(batch), max_bytes_(max_bytes) {}
+
+  // Once the caller is allowed: writes the snapshot.
+  void Start(std::vector<ObjectPtr> objects, std::string resource_version, auth::Ticket ticket) {
+    objects_ = std::move(objects);
+    resource_version_ = std::move(resource_version);
+    ticket_ = std::move(ticket);
     WriteNext();
   }
 
@@ -230,7 +267,8 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
   }
 
   std::vector<ObjectPtr> objects_;
-  const std::string resource_version_;
+  std::string resource_version_;
+  auth::Ticket ticket_;  // the caller's stream slot, until OnDone
   const size_t batch_;
   const size_t max_bytes_;
   size_t next_ = 0;
@@ -252,13 +290,17 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
 
 class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchResponse> {
  public:
-  WatchReactor(InformerService* service, std::string id,
-               std::shared_ptr<informer::SharedInformer> informer, const v1::WatchRequest& request,
+  WatchReactor(InformerService* service, std::string id, const v1::WatchRequest& request,
                size_t max_batch, size_t max_bytes)
-      : service_(service), id_(std::move(id)), informer_(std::move(informer)),
-        max_batch_(max_batch), max_bytes_(max_bytes),
-        include_old_object_(request.include_old_object()),
+      : service_(service), id_(std::move(id)), max_batch_(max_batch), max_bytes_(max_bytes),
+        include_old_object_(request.include_old_object()), namespace_(request.namespace_()),
         timer_(service->clock_->CreateTimer([this] { Pump(); })) {}
+
+  // The informer, and the caller's stream slot, once the caller is allowed (before Start).
+  void Admit(std::shared_ptr<informer::SharedInformer> informer, auth::Ticket ticket) {
+    informer_ = std::move(informer);
+    ticket_ = std::move(ticket);
+  }
 
   // Called once the listener is registered (busy_ is true until then, so nothing pumps early).
   void Start(std::shared_ptr<informer::ProcessorListener> listener) {
@@ -335,9 +377,14 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
           return;
         }
       }
+      const bool popped = !batch_.empty();
       // Events of the popped batch while they fit in max_bytes_ (at least one per message); the
       // one that does not waits, converted, for the next message.
       while (next_ < batch_.size()) {
+        if (!namespace_.empty() && !InNamespace(batch_[next_])) {
+          ++next_;
+          continue;
+        }
         v1::WatchEvent* event = response_.add_events();
         AddEvent(batch_[next_++], event);
         const size_t size = event->ByteSizeLong();
@@ -363,6 +410,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         StartWrite(&response_);
         return;
       }
+      if (popped) continue;  // every event was of other namespaces: there may be more
       MutexLock lock(&mu_);
       if (wake_pending_ || cancelled_ || deleted_) continue;
       if (!synced_sent_) {
@@ -404,6 +452,13 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
     Finish(std::move(status));  // the last use of this reactor by the caller
   }
 
+  // Whether the notification concerns namespace_ (a resnapshot concerns every namespace).
+  bool InNamespace(const Notification& n) const {
+    if (n.type == Notification::Type::kResnapshot) return true;
+    const ObjectPtr& o = n.object != nullptr ? n.object : n.old_object;
+    return o != nullptr && o->namespace_name() == namespace_;
+  }
+
   void AddEvent(const Notification& n, v1::WatchEvent* event) {
     switch (n.type) {
       case Notification::Type::kAdd:
@@ -430,10 +485,12 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
 
   InformerService* const service_;
   const std::string id_;
-  const std::shared_ptr<informer::SharedInformer> informer_;
+  std::shared_ptr<informer::SharedInformer> informer_;  // set once by Admit
+  auth::Ticket ticket_;  // the caller's stream slot, until the reactor goes
   const size_t max_batch_;
   const size_t max_bytes_;
   const bool include_old_object_;
+  const std::string namespace_;  // "" for all
   std::shared_ptr<informer::ProcessorListener> listener_;  // set once by Start
 
   // Used only by the one running Pump: the last popped notifications, those before next_
@@ -509,72 +566,152 @@ void InformerService::RemoveSubscriber(const std::string& id, WatchReactor* reac
 grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerContext* context,
                                                           const v1::EnsureInformerRequest* request,
                                                           v1::InformerInfo* response) {
-  if (!request->has_spec()) return Answer(context, InvalidArgument("spec", "required"));
-  // Discovery may wait on the API server: never on a gRPC thread (api_call_lanes.h).
-  return lanes_->Run<v1::InformerInfo>(
-      context, response, request->spec().cluster(),
-      [this, spec = request->spec()]() -> absl::StatusOr<v1::InformerInfo> {
-        absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(spec);
-        if (!entry.ok()) return entry.status();
-        v1::InformerInfo info;
-        FillInfo(*entry, &info);
-        return info;
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (!request->has_spec()) return Answer(reactor, InvalidArgument("spec", "required"));
+  // The resource may need discovery before it can be authorized: the caller is authenticated
+  // here and authorized on the lane, where waiting on the API server is allowed.
+  auth::CheckCall(
+      options_.guard, context, auth::CallKind::kUnary, auth::Need({}), reactor,
+      [this, context, reactor, request, response](auth::Ticket ticket) {
+        // Discovery may wait on the API server: never on a gRPC thread (api_call_lanes.h).
+        lanes_->Run<v1::InformerInfo>(
+            context, reactor, response, request->spec().cluster(),
+            [this, spec = request->spec(),
+             ticket = std::move(ticket)]() -> absl::StatusOr<v1::InformerInfo> {
+              InformerRegistry::Admission admit;
+              if (options_.guard != nullptr) admit = AdmitFor(ticket.caller(), spec);
+              absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(spec, admit);
+              if (!entry.ok()) return entry.status();
+              v1::InformerInfo info;
+              FillInfo(*entry, &info);
+              return info;
+            });
       });
+  return reactor;
+}
+
+InformerRegistry::Admission InformerService::AdmitFor(auth::Caller* caller,
+                                                      const v1::InformerSpec& spec) const {
+  return [this, caller, ns = spec.namespace_()](const client::ResourceInfo& resource,
+                                                const std::string& id,
+                                                bool exists) -> absl::Status {
+    const InformerRegistry::Scope scope{.group = resource.gvr.group,
+                                        .version = resource.gvr.version,
+                                        .resource = resource.gvr.resource,
+                                        .namespace_name = ns,
+                                        .namespaced = resource.namespaced};
+    if (absl::Status s = options_.guard->Authorize(caller, InformerRead(scope, "")); !s.ok()) {
+      return s;
+    }
+    if (exists) return absl::OkStatus();
+    return options_.guard->AdmitInformer(
+        caller, id, [this](const std::string& x) { return informers_->GetScope(x).ok(); });
+  };
 }
 
 grpc::ServerUnaryReactor* InformerService::DeleteInformer(grpc::CallbackServerContext* context,
                                                           const v1::DeleteInformerRequest* request,
                                                           v1::DeleteInformerResponse* response) {
-  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
-  if (absl::Status s = informers_->Delete(request->informer_id()); !s.ok()) {
-    return Answer(context, ToGrpc(s));
-  }
-  // Its listeners are stopped; wake the idle streams so that they end now.
-  MutexLock lock(&mu_);
-  if (auto it = subscribers_.find(request->informer_id()); it != subscribers_.end()) {
-    for (WatchReactor* reactor : it->second) reactor->Kick();
-  }
-  return Answer(context, grpc::Status::OK);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(reactor, s);
+  auth::RequirementFn need = [this, id = request->informer_id()]()
+      -> absl::StatusOr<auth::Requirement> {
+    absl::StatusOr<auth::Requirement> r = InformerRead(*informers_, id, "");
+    if (!r.ok()) return r;
+    r->any_of[0].push_back(auth::Attributes{.verb = "delete",
+                                            .group = std::string(auth::kApiGroup),
+                                            .version = "v1",
+                                            .resource = "informers",
+                                            .name = id});
+    return r;
+  };
+  auth::CheckCall(options_.guard, context, auth::CallKind::kUnary, std::move(need), reactor,
+                  [this, reactor, request](auth::Ticket) {
+                    if (absl::Status s = informers_->Delete(request->informer_id()); !s.ok()) {
+                      Answer(reactor, ToGrpc(s));
+                      return;
+                    }
+                    // Its listeners are stopped; wake the idle streams so that they end now.
+                    {
+                      MutexLock lock(&mu_);
+                      if (auto it = subscribers_.find(request->informer_id());
+                          it != subscribers_.end()) {
+                        for (WatchReactor* w : it->second) w->Kick();
+                      }
+                    }
+                    Answer(reactor, grpc::Status::OK);
+                  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* InformerService::GetInformer(grpc::CallbackServerContext* context,
                                                        const v1::GetInformerRequest* request,
                                                        v1::InformerInfo* response) {
-  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
-  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Get(request->informer_id());
-  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
-  FillInfo(*entry, response);
-  return Answer(context, grpc::Status::OK);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(reactor, s);
+  auth::CheckCall(options_.guard, context, auth::CallKind::kUnary,
+                  NeedInformerRead(informers_, request->informer_id(), ""), reactor,
+                  [this, reactor, request, response](auth::Ticket) {
+                    absl::StatusOr<InformerRegistry::Entry> entry =
+                        informers_->Get(request->informer_id());
+                    if (!entry.ok()) {
+                      Answer(reactor, ToGrpc(entry.status()));
+                      return;
+                    }
+                    FillInfo(*entry, response);
+                    Answer(reactor, grpc::Status::OK);
+                  });
+  return reactor;
 }
 
 grpc::ServerUnaryReactor* InformerService::WaitForSync(grpc::CallbackServerContext* context,
                                                        const v1::WaitForSyncRequest* request,
                                                        v1::InformerInfo* response) {
-  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
-  if (request->timeout_ms() < 0) return Answer(context, InvalidArgument("timeout_ms", "negative"));
-  absl::StatusOr<InformerRegistry::Entry> entry = informers_->Get(request->informer_id());
-  if (!entry.ok()) return Answer(context, ToGrpc(entry.status()));
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) {
+    return Answer(context->DefaultReactor(), s);
+  }
+  if (request->timeout_ms() < 0) {
+    return Answer(context->DefaultReactor(), InvalidArgument("timeout_ms", "negative"));
+  }
   absl::Time deadline = absl::FromChrono(context->deadline());
   if (request->timeout_ms() > 0) {
     deadline = std::min(deadline, clock_->Now() + absl::Milliseconds(request->timeout_ms()));
   }
-  auto* reactor = new WaitForSyncReactor(this, *std::move(entry), deadline, response);
-  reactor->Start();
+  auto* reactor = new WaitForSyncReactor(this, deadline, response);
+  auth::CheckCall(
+      options_.guard, context, auth::CallKind::kUnary,
+      NeedInformerRead(informers_, request->informer_id(), ""),
+      [this, reactor, request](auth::Ticket ticket) {
+        reactor->Start(informers_->Get(request->informer_id()), std::move(ticket));
+      },
+      [reactor](const absl::Status& s) { reactor->Refuse(ToGrpc(s)); });
   return reactor;
 }
 
 grpc::ServerUnaryReactor* InformerService::Get(grpc::CallbackServerContext* context,
                                                const v1::GetRequest* request,
                                                v1::GetResponse* response) {
-  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(context, s);
-  if (request->key().empty()) return Answer(context, InvalidArgument("key", "required"));
-  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
-  if (informer == nullptr) return Answer(context, ToGrpc(InformerNotFound(request->informer_id())));
-  const informer::GetResult got = informer->lister().Get(request->key());
-  response->set_found(got.object != nullptr);
-  if (got.object != nullptr) ObjectToProto(*got.object, response->mutable_object());
-  response->set_resource_version(got.resource_version);
-  return Answer(context, grpc::Status::OK);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (grpc::Status s = CheckId(request->informer_id()); !s.ok()) return Answer(reactor, s);
+  if (request->key().empty()) return Answer(reactor, InvalidArgument("key", "required"));
+  auth::CheckCall(
+      options_.guard, context, auth::CallKind::kUnary,
+      NeedInformerRead(informers_, request->informer_id(),
+                       std::string(KeyNamespace(request->key()))),
+      reactor, [this, reactor, request, response](auth::Ticket) {
+        std::shared_ptr<informer::SharedInformer> informer =
+            informers_->Find(request->informer_id());
+        if (informer == nullptr) {
+          Answer(reactor, ToGrpc(InformerNotFound(request->informer_id())));
+          return;
+        }
+        const informer::GetResult got = informer->lister().Get(request->key());
+        response->set_found(got.object != nullptr);
+        if (got.object != nullptr) ObjectToProto(*got.object, response->mutable_object());
+        response->set_resource_version(got.resource_version);
+        Answer(reactor, grpc::Status::OK);
+      });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
@@ -596,28 +733,43 @@ grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
     return Fail<R>(InvalidArgument("batch_size", absl::StrCat("at most ", kMaxListBatch)));
   }
   if (grpc::Status s = CheckMaxBatchBytes(request->max_batch_bytes()); !s.ok()) return Fail<R>(s);
-  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(request->informer_id());
-  if (informer == nullptr) return Fail<R>(ToGrpc(InformerNotFound(request->informer_id())));
-  informer::ListResult result;
-  if (!request->index_name().empty()) {
-    absl::StatusOr<informer::ListResult> indexed =
-        informer->store().ByIndex(request->index_name(), request->index_value());
-    if (!indexed.ok()) return Fail<R>(InvalidArgument("index_name", indexed.status().message()));
-    result = *std::move(indexed);
-    const std::string& ns = request->namespace_();
-    std::erase_if(result.objects, [&](const ObjectPtr& o) {
-      return (!ns.empty() && o->namespace_name() != ns) || !labels->Matches(*o) ||
-             !fields->Matches(*o);
-    });
-  } else if (!request->namespace_().empty()) {
-    result = informer->lister().ListNamespace(request->namespace_(), *labels, *fields);
-  } else {
-    result = informer->lister().List(*labels, *fields);
-  }
   uint32_t batch = request->batch_size() == 0 ? kDefaultListBatch : request->batch_size();
   batch = std::min(batch, std::max<uint32_t>(options_.max_batch, 1));
-  return new ListReactor(std::move(result.objects), std::move(result.resource_version), batch,
-                         MaxBatchBytes(request->max_batch_bytes()));
+  auto* reactor = new ListReactor(batch, MaxBatchBytes(request->max_batch_bytes()));
+  auth::CheckCall(
+      options_.guard, context, auth::CallKind::kStream,
+      NeedInformerRead(informers_, request->informer_id(), request->namespace_()), reactor,
+      [this, reactor, request, labels = *std::move(labels),
+       fields = *std::move(fields)](auth::Ticket ticket) {
+        std::shared_ptr<informer::SharedInformer> informer =
+            informers_->Find(request->informer_id());
+        if (informer == nullptr) {
+          reactor->Finish(ToGrpc(InformerNotFound(request->informer_id())));
+          return;
+        }
+        informer::ListResult result;
+        if (!request->index_name().empty()) {
+          absl::StatusOr<informer::ListResult> indexed =
+              informer->store().ByIndex(request->index_name(), request->index_value());
+          if (!indexed.ok()) {
+            reactor->Finish(InvalidArgument("index_name", indexed.status().message()));
+            return;
+          }
+          result = *std::move(indexed);
+          const std::string& ns = request->namespace_();
+          std::erase_if(result.objects, [&](const ObjectPtr& o) {
+            return (!ns.empty() && o->namespace_name() != ns) || !labels.Matches(*o) ||
+                   !fields.Matches(*o);
+          });
+        } else if (!request->namespace_().empty()) {
+          result = informer->lister().ListNamespace(request->namespace_(), labels, fields);
+        } else {
+          result = informer->lister().List(labels, fields);
+        }
+        reactor->Start(std::move(result.objects), std::move(result.resource_version),
+                       std::move(ticket));
+      });
+  return reactor;
 }
 
 grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
@@ -629,12 +781,29 @@ grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
     return Fail<R>(InvalidArgument("buffer_size", absl::StrCat("at most ", options_.max_buffer_size)));
   }
   if (grpc::Status s = CheckMaxBatchBytes(request->max_batch_bytes()); !s.ok()) return Fail<R>(s);
-  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
-  if (informer == nullptr) return Fail<R>(ToGrpc(InformerNotFound(id)));
   uint32_t max_batch = request->max_batch() == 0 ? kDefaultWatchBatch : request->max_batch();
   max_batch = std::min(max_batch, std::max<uint32_t>(options_.max_batch, 1));
-  auto* reactor = new WatchReactor(this, id, informer, *request, max_batch,
+  auto* reactor = new WatchReactor(this, id, *request, max_batch,
                                    MaxBatchBytes(request->max_batch_bytes()));
+  auth::CheckCall(
+      options_.guard, context, auth::CallKind::kStream,
+      NeedInformerRead(informers_, id, request->namespace_()),
+      [this, reactor, request](auth::Ticket ticket) {
+        StartWatch(reactor, *request, std::move(ticket));
+      },
+      [reactor](const absl::Status& s) { reactor->Abort(ToGrpc(s)); });
+  return reactor;
+}
+
+void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& request,
+                                 auth::Ticket ticket) {
+  const std::string& id = request.informer_id();
+  std::shared_ptr<informer::SharedInformer> informer = informers_->Find(id);
+  if (informer == nullptr) {
+    reactor->Abort(ToGrpc(InformerNotFound(id)));
+    return;
+  }
+  reactor->Admit(informer, std::move(ticket));
   uint64_t n = 0;
   absl::Status exhausted;  // why the stream is refused, if it is
   {
@@ -663,19 +832,18 @@ grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
   if (!exhausted.ok()) {
     // Outside the lock: OnDone (RemoveSubscriber) may run as soon as the call finishes.
     reactor->Abort(ToGrpc(exhausted));
-    return reactor;
+    return;
   }
   absl::StatusOr<std::shared_ptr<informer::ProcessorListener>> listener = informer->AddListener(
       {.name = absl::StrCat("watch-", n),
-       .buffer_size = request->buffer_size() == 0 ? kDefaultWatchBuffer : request->buffer_size(),
+       .buffer_size = request.buffer_size() == 0 ? kDefaultWatchBuffer : request.buffer_size(),
        .on_ready = [reactor] { reactor->OnReady(); }});
   if (!listener.ok()) {
     // Stopped meanwhile (deleted): OnDone unregisters the reactor.
     reactor->Abort(InformerDeleted(id));
-    return reactor;
+    return;
   }
   reactor->Start(*std::move(listener));
-  return reactor;
 }
 
 }  // namespace informerd::service

@@ -41,6 +41,7 @@
 #include "base/clock.h"
 #include "base/mutex.h"
 #include "informerd/v1/informers.grpc.pb.h"
+#include "server/auth/guard.h"
 #include "server/service/api_call_lanes.h"
 #include "server/service/informer_registry.h"
 
@@ -61,6 +62,9 @@ struct InformerServiceOptions {
   // EnsureInformer waits at most this long for the API server (discovery), whatever the call's
   // deadline (api_call_lanes.h).
   absl::Duration api_call_max_wait = absl::Seconds(30);
+  // Authentication and authorization of every call (access.h lists the rules); nullptr: none
+  // (tests of the service alone). Must outlive the service.
+  auth::Guard* guard = nullptr;
 };
 
 class InformerService final : public v1::Informers::CallbackService {
@@ -100,6 +104,11 @@ class InformerService final : public v1::Informers::CallbackService {
   class WatchReactor;
 
   void RemoveSubscriber(const std::string& id, WatchReactor* reactor);
+  // Registers an allowed Watch stream and starts it (or ends it with why not).
+  void StartWatch(WatchReactor* reactor, const v1::WatchRequest& request, auth::Ticket ticket);
+  // EnsureInformer's admission: `caller` may read the resolved resource, and may create one more
+  // informer (per-caller limit) when it does not run yet.
+  InformerRegistry::Admission AdmitFor(auth::Caller* caller, const v1::InformerSpec& spec) const;
 
   InformerRegistry* const informers_;
   const InformerServiceOptions options_;

@@ -10,10 +10,8 @@
 namespace informerd::service {
 namespace {
 
-grpc::ServerUnaryReactor* Reply(grpc::CallbackServerContext* context, const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+void Reply(grpc::ServerUnaryReactor* reactor, const absl::Status& status) {
   reactor->Finish(ToGrpc(status));
-  return reactor;
 }
 
 absl::StatusOr<std::shared_ptr<NamedQueue>> FindQueue(QueueRegistry* queues,
@@ -40,8 +38,11 @@ absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>&
 
 }  // namespace
 
-QueueService::QueueService(QueueRegistry* queues, absl::Duration api_call_max_wait)
+QueueService::QueueService(QueueRegistry* queues, absl::Duration api_call_max_wait,
+                           auth::Guard* guard, const InformerRegistry* informers)
     : queues_(queues),
+      guard_(guard),
+      informers_(informers),
       poller_([this] { PollDrains(); }),
       lanes_({.max_wait = api_call_max_wait}) {}
 
@@ -103,26 +104,62 @@ std::optional<std::string> DiscoveryCluster(const QueueRegistry& queues, const v
 
 }  // namespace
 
+template <typename Body>
+grpc::ServerUnaryReactor* QueueService::Guarded(grpc::CallbackServerContext* context,
+                                                auth::RequirementFn need, Body body) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auth::CheckCall(guard_, context, auth::CallKind::kUnary, std::move(need), reactor,
+                  [reactor, body = std::move(body)](auth::Ticket ticket) mutable {
+                    body(reactor, std::move(ticket));
+                  });
+  return reactor;
+}
+
+auth::RequirementFn QueueService::Need(std::string verb, const std::string& queue,
+                                       const v1::QueueSpec* spec) const {
+  if (informers_ == nullptr) spec = nullptr;  // no informer to look sources up in
+  return NeedQueue(informers_, std::move(verb), queue, spec);
+}
+
 grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext* context,
                                                     const v1::CreateQueueRequest* request,
                                                     v1::QueueInfo* response) {
-  return Apply(context, response, request->spec(),
-               [this](const v1::QueueSpec& spec) { return queues_->Create(spec); });
+  return Guarded(context, Need("create", request->spec().name(), &request->spec()),
+                 [this, context, request, response](grpc::ServerUnaryReactor* reactor,
+                                                    auth::Ticket ticket) {
+                   Apply(context, reactor, response, request->spec(), std::move(ticket),
+                         [this](const v1::QueueSpec& spec) { return queues_->Create(spec); });
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::UpdateQueue(grpc::CallbackServerContext* context,
                                                     const v1::UpdateQueueRequest* request,
                                                     v1::QueueInfo* response) {
-  return Apply(context, response, request->spec(),
-               [this, allow_missing = request->allow_missing()](const v1::QueueSpec& spec) {
-                 return queues_->Update(spec, allow_missing);
-               });
+  return Guarded(
+      context, Need("update", request->spec().name(), &request->spec()),
+      [this, context, request, response](grpc::ServerUnaryReactor* reactor, auth::Ticket ticket) {
+        Apply(context, reactor, response, request->spec(), std::move(ticket),
+              [this, allow_missing = request->allow_missing()](const v1::QueueSpec& spec) {
+                return queues_->Update(spec, allow_missing);
+              });
+      });
 }
 
-grpc::ServerUnaryReactor* QueueService::Apply(
-    grpc::CallbackServerContext* context, v1::QueueInfo* response, const v1::QueueSpec& spec,
+void QueueService::Apply(
+    grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+    v1::QueueInfo* response, const v1::QueueSpec& spec, auth::Ticket ticket,
     std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change) {
-  auto info = [change = std::move(change), spec]() -> absl::StatusOr<v1::QueueInfo> {
+  auto info = [this, change = std::move(change), spec,
+               ticket = std::move(ticket)]() -> absl::StatusOr<v1::QueueInfo> {
+    if (guard_ != nullptr && !spec.name().empty() && !queues_->Get(spec.name()).ok()) {
+      // A new queue: within the caller's limit of queues created.
+      if (absl::Status s = guard_->AdmitQueue(
+              ticket.caller(), spec.name(),
+              [this](const std::string& q) { return queues_->Get(q).ok(); });
+          !s.ok()) {
+        return s;
+      }
+    }
     auto q = change(spec);
     if (!q.ok()) return q.status();
     v1::QueueInfo out;
@@ -132,111 +169,147 @@ grpc::ServerUnaryReactor* QueueService::Apply(
   };
   std::optional<std::string> cluster = DiscoveryCluster(*queues_, spec);
   if (cluster.has_value()) {
-    return lanes_.Run<v1::QueueInfo>(context, response, *cluster, std::move(info));
+    lanes_.Run<v1::QueueInfo>(context, reactor, response, *cluster, std::move(info));
+    return;
   }
   // Nothing to ask an API server: answered here.
   absl::StatusOr<v1::QueueInfo> result = info();
   if (result.ok()) *response = *std::move(result);
-  return Reply(context, result.status());
+  Reply(reactor, result.status());
 }
 
 grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext* context,
                                                     const v1::DeleteQueueRequest* request,
                                                     v1::DeleteQueueResponse* response) {
-  if (request->queue().empty()) return Reply(context, InvalidField("queue", "required"));
-  return Reply(context, queues_->Delete(request->queue()));
+  if (request->queue().empty()) {
+    grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+    Reply(reactor, InvalidField("queue", "required"));
+    return reactor;
+  }
+  return Guarded(context, Need("delete", request->queue()),
+                 [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   Reply(reactor, queues_->Delete(request->queue()));
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::GetQueue(grpc::CallbackServerContext* context,
                                                  const v1::GetQueueRequest* request,
                                                  v1::QueueInfo* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (q.ok()) {
-    *response->mutable_spec() = (*q)->spec();
-    *response->mutable_state() = (*q)->State();
-  }
-  return Reply(context, q.status());
+  return Guarded(context, Need("get", request->queue()),
+                 [this, request, response](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (q.ok()) {
+                     *response->mutable_spec() = (*q)->spec();
+                     *response->mutable_state() = (*q)->State();
+                   }
+                   Reply(reactor, q.status());
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::Add(grpc::CallbackServerContext* context,
                                             const v1::AddRequest* request,
                                             v1::AddResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
-  return Reply(context, (*q)->Add(request->keys()));
+  return Guarded(context, Need("update", request->queue()),
+                 [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (!q.ok()) return Reply(reactor, q.status());
+                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
+                     return Reply(reactor, s);
+                   }
+                   Reply(reactor, (*q)->Add(request->keys()));
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::AddAfter(grpc::CallbackServerContext* context,
                                                  const v1::AddAfterRequest* request,
                                                  v1::AddResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
-  if (request->delay_ms() < 0 || request->delay_ms() > kMaxDelayMs) {
-    return Reply(context, InvalidField("delay_ms", absl::StrCat("must be in 0..", kMaxDelayMs,
-                                                                 ", got ", request->delay_ms())));
-  }
-  return Reply(context,
-               (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms())));
+  return Guarded(
+      context, Need("update", request->queue()),
+      [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+        auto q = FindQueue(queues_, request->queue());
+        if (!q.ok()) return Reply(reactor, q.status());
+        if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(reactor, s);
+        if (request->delay_ms() < 0 || request->delay_ms() > kMaxDelayMs) {
+          return Reply(reactor,
+                       InvalidField("delay_ms", absl::StrCat("must be in 0..", kMaxDelayMs,
+                                                             ", got ", request->delay_ms())));
+        }
+        Reply(reactor, (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms())));
+      });
 }
 
 grpc::ServerUnaryReactor* QueueService::AddRateLimited(grpc::CallbackServerContext* context,
                                                        const v1::AddRateLimitedRequest* request,
                                                        v1::AddResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
-  return Reply(context, (*q)->AddRateLimited(request->keys()));
+  return Guarded(context, Need("update", request->queue()),
+                 [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (!q.ok()) return Reply(reactor, q.status());
+                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
+                     return Reply(reactor, s);
+                   }
+                   Reply(reactor, (*q)->AddRateLimited(request->keys()));
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::Forget(grpc::CallbackServerContext* context,
                                                const v1::ForgetRequest* request,
                                                v1::ForgetResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(context, s);
-  (*q)->Forget(request->keys());
-  return Reply(context, absl::OkStatus());
+  return Guarded(context, Need("update", request->queue()),
+                 [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (!q.ok()) return Reply(reactor, q.status());
+                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
+                     return Reply(reactor, s);
+                   }
+                   (*q)->Forget(request->keys());
+                   Reply(reactor, absl::OkStatus());
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::NumRequeues(grpc::CallbackServerContext* context,
                                                     const v1::NumRequeuesRequest* request,
                                                     v1::NumRequeuesResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (std::string why = InvalidKeyReason(request->key()); !why.empty()) {
-    return Reply(context, InvalidField("key", why));
-  }
-  response->set_requeues((*q)->NumRequeues(request->key()));
-  return Reply(context, absl::OkStatus());
+  return Guarded(context, Need("get", request->queue()),
+                 [this, request, response](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (!q.ok()) return Reply(reactor, q.status());
+                   if (std::string why = InvalidKeyReason(request->key()); !why.empty()) {
+                     return Reply(reactor, InvalidField("key", why));
+                   }
+                   response->set_requeues((*q)->NumRequeues(request->key()));
+                   Reply(reactor, absl::OkStatus());
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::Len(grpc::CallbackServerContext* context,
                                             const v1::LenRequest* request,
                                             v1::LenResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  response->set_len((*q)->Len());
-  return Reply(context, absl::OkStatus());
+  return Guarded(context, Need("get", request->queue()),
+                 [this, request, response](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
+                   auto q = FindQueue(queues_, request->queue());
+                   if (!q.ok()) return Reply(reactor, q.status());
+                   response->set_len((*q)->Len());
+                   Reply(reactor, absl::OkStatus());
+                 });
 }
 
 grpc::ServerUnaryReactor* QueueService::ShutDown(grpc::CallbackServerContext* context,
                                                  const v1::ShutDownRequest* request,
                                                  v1::ShutDownResponse* response) {
-  auto q = FindQueue(queues_, request->queue());
-  if (!q.ok()) return Reply(context, q.status());
-  if (!request->drain()) {
-    (*q)->ShutDown();
-    return Reply(context, absl::OkStatus());
-  }
-  // The drain may take as long as the slowest worker: the poller answers it (see the header).
-  (*q)->ShutDown();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  MutexLock lock(&mu_);
-  drains_.push_back({*std::move(q), context, reactor});
-  ++unanswered_drains_;
-  return reactor;
+  return Guarded(
+      context, Need("update", request->queue()),
+      [this, context, request](grpc::ServerUnaryReactor* reactor, auth::Ticket ticket) {
+        auto q = FindQueue(queues_, request->queue());
+        if (!q.ok()) return Reply(reactor, q.status());
+        (*q)->ShutDown();
+        if (!request->drain()) return Reply(reactor, absl::OkStatus());
+        // The drain may take as long as the slowest worker: the poller answers it (see the
+        // header). The caller's in-flight slot is held until then.
+        MutexLock lock(&mu_);
+        drains_.push_back({*std::move(q), context, reactor, std::move(ticket)});
+        ++unanswered_drains_;
+      });
 }
 
 size_t QueueService::UnansweredDrains() const {

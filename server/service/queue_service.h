@@ -27,7 +27,10 @@
 
 #include "base/mutex.h"
 #include "informerd/v1/queues.grpc.pb.h"
+#include "server/auth/guard.h"
+#include "server/service/access.h"
 #include "server/service/api_call_lanes.h"
+#include "server/service/informer_registry.h"
 #include "server/service/queue_registry.h"
 #include "server/service/status.h"  // ToGrpc
 
@@ -41,8 +44,12 @@ class QueueService final : public v1::Queues::CallbackService {
   // `queues` must outlive the service. CreateQueue and UpdateQueue of a spec with owner sources
   // (whose kinds are resolved through discovery) wait at most `api_call_max_wait` for the API
   // server, off gRPC's threads (api_call_lanes.h).
+  // `guard` authenticates and authorizes every call (access.h; nullptr: nothing is checked);
+  // `informers` resolves the informers a queue's sources read, for their authorization. Both
+  // must outlive the service.
   explicit QueueService(QueueRegistry* queues,
-                        absl::Duration api_call_max_wait = absl::Seconds(30));
+                        absl::Duration api_call_max_wait = absl::Seconds(30),
+                        auth::Guard* guard = nullptr, const InformerRegistry* informers = nullptr);
   // Stops the drain poller, answering drains still waiting with UNAVAILABLE.
   ~QueueService() override;
 
@@ -88,15 +95,26 @@ class QueueService final : public v1::Queues::CallbackService {
     std::shared_ptr<NamedQueue> queue;
     grpc::CallbackServerContext* context;
     grpc::ServerUnaryReactor* reactor;
+    auth::Ticket ticket;
   };
   void PollDrains();
   // Answers a CreateQueue/UpdateQueue with what `change` makes of `spec`: here, or on the lane of
   // a cluster whose discovery it may wait on.
-  grpc::ServerUnaryReactor* Apply(
-      grpc::CallbackServerContext* context, v1::QueueInfo* response, const v1::QueueSpec& spec,
+  void Apply(
+      grpc::CallbackServerContext* context, grpc::ServerUnaryReactor* reactor,
+      v1::QueueInfo* response, const v1::QueueSpec& spec, auth::Ticket ticket,
       std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change);
+  // Runs `body(reactor, ticket)` once the caller is allowed what `need` says.
+  template <typename Body>
+  grpc::ServerUnaryReactor* Guarded(grpc::CallbackServerContext* context, auth::RequirementFn need,
+                                    Body body);
+  // `verb` on `queue`, and the reads of `spec`'s sources.
+  auth::RequirementFn Need(std::string verb, const std::string& queue,
+                           const v1::QueueSpec* spec = nullptr) const;
 
   QueueRegistry* const queues_;
+  auth::Guard* const guard_;
+  const InformerRegistry* const informers_;
   mutable Mutex mu_;
   std::vector<PendingDrain> drains_ ABSL_GUARDED_BY(mu_);
   size_t unanswered_drains_ ABSL_GUARDED_BY(mu_) = 0;

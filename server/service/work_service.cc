@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "server/service/access.h"
 #include "server/service/limits.h"
 #include "server/service/object_proto.h"
 #include "server/service/queue_service.h"
@@ -28,8 +29,9 @@ class WorkService::Stream final
       public LeaseSink,
       public std::enable_shared_from_this<Stream> {
  public:
-  Stream(QueueRegistry* queues, grpc::CallbackServerContext* context)
-      : queues_(queues), context_(context) {}
+  Stream(QueueRegistry* queues, auth::Guard* guard, const InformerRegistry* informers,
+         grpc::CallbackServerContext* context)
+      : queues_(queues), guard_(guard), informers_(informers), context_(context) {}
 
   void Begin() {
     self_ = shared_from_this();
@@ -61,10 +63,12 @@ class WorkService::Stream final
       return;
     }
     if (worker_ == nullptr) {
-      if (grpc::Status s = HandleStart(); !s.ok()) {
+      if (grpc::Status s = ValidateStart(); !s.ok()) {
         RequestFinish(s);
         return;
       }
+      Authorize();  // reads on once the caller is allowed
+      return;
     } else {
       switch (in_.kind_case()) {
         case v1::ProcessRequest::kOutcomes:
@@ -121,7 +125,8 @@ class WorkService::Stream final
   }
 
  private:
-  grpc::Status HandleStart() {
+  // The first message's checks that need no lookup.
+  grpc::Status ValidateStart() {
     if (in_.kind_case() != v1::ProcessRequest::kStart) {
       return ToGrpc(InvalidField("start", "the first message must be start"));
     }
@@ -141,6 +146,70 @@ class WorkService::Stream final
       return ToGrpc(
           InvalidField("start.max_batch_bytes", absl::StrCat("at most ", kMaxMaxBatchBytes)));
     }
+    return grpc::Status::OK;
+  }
+
+  // Asks the guard whether the caller may take work from the queue (and read the objects it
+  // asked for); the stream does not finish while it waits (authorizing_).
+  void Authorize() {
+    {
+      MutexLock lock(&mu_);
+      authorizing_ = true;
+    }
+    const v1::Start& start = in_.start();
+    auth::RequirementFn need = [informers = informers_, queue = start.queue(),
+                                object_informer = start.object_informer_id()]()
+        -> absl::StatusOr<auth::Requirement> {
+      std::vector<auth::Attributes> all = {auth::QueueAttributes("work", queue)};
+      if (!object_informer.empty() && informers != nullptr) {
+        absl::StatusOr<InformerRegistry::Scope> scope = informers->GetScope(object_informer);
+        if (scope.ok()) {
+          for (auth::Attributes& a : InformerRead(*scope, "").any_of[0]) {
+            all.push_back(std::move(a));
+          }
+        }
+      }
+      return auth::Requirement::AllOf(std::move(all));
+    };
+    std::shared_ptr<Stream> self = shared_from_this();
+    auth::CheckCall(
+        guard_, context_, auth::CallKind::kStream, std::move(need),
+        [self](auth::Ticket ticket) { self->Authorized(std::move(ticket)); },
+        [self](const absl::Status& s) {
+          {
+            MutexLock lock(&self->mu_);
+            self->authorizing_ = false;
+          }
+          self->RequestFinish(ToGrpc(s));
+        });
+  }
+
+  void Authorized(auth::Ticket ticket) {
+    bool finishing;
+    {
+      MutexLock lock(&mu_);
+      finishing = finishing_;
+    }
+    grpc::Status s = grpc::Status::OK;
+    if (!finishing) {
+      ticket_ = std::move(ticket);
+      s = HandleStart();
+      // Before authorizing_ ends, so that no Finish can precede it.
+      if (s.ok()) StartRead(&in_);
+    }
+    {
+      MutexLock lock(&mu_);
+      authorizing_ = false;
+    }
+    if (!s.ok()) {
+      RequestFinish(s);
+      return;
+    }
+    Pump();
+  }
+
+  grpc::Status HandleStart() {
+    const v1::Start& start = in_.start();
     if (!start.object_informer_id().empty()) {
       std::optional<SourceInformer> inf = queues_->lookups().informer(start.object_informer_id());
       if (!inf.has_value() || inf->informer == nullptr) {
@@ -223,7 +292,7 @@ class WorkService::Stream final
         out_ = std::move(pending_control_.front());
         pending_control_.pop_front();
         action = kWrite;
-      } else if (finishing_) {
+      } else if (finishing_ && !authorizing_) {
         finished_ = true;
         status = finish_status_.value_or(grpc::Status::OK);
         action = kFinish;
@@ -305,7 +374,10 @@ class WorkService::Stream final
   }
 
   QueueRegistry* const queues_;
+  auth::Guard* const guard_;
+  const InformerRegistry* const informers_;
   grpc::CallbackServerContext* const context_;
+  auth::Ticket ticket_;  // the caller's stream slot, from authorization until the stream goes
   std::shared_ptr<Stream> self_;  // until OnDone
   // Read side: touched only by the serialized read reactions (and OnDone, after them).
   v1::ProcessRequest in_;
@@ -322,6 +394,8 @@ class WorkService::Stream final
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  // The first message waits for the guard: nothing finishes the stream meanwhile.
+  bool authorizing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
   uint32_t max_batch_ ABSL_GUARDED_BY(mu_) = 1;
   std::deque<v1::ProcessResponse> pending_control_ ABSL_GUARDED_BY(mu_);
@@ -330,7 +404,7 @@ class WorkService::Stream final
 
 grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* WorkService::Process(
     grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<Stream>(queues_, context);
+  auto stream = std::make_shared<Stream>(queues_, guard_, informers_, context);
   stream->Begin();
   return stream.get();
 }

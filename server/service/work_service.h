@@ -21,6 +21,8 @@
 #define INFORMERD_SERVER_SERVICE_WORK_SERVICE_H_
 
 #include "informerd/v1/work.grpc.pb.h"
+#include "server/auth/guard.h"
+#include "server/service/informer_registry.h"
 #include "server/service/queue_registry.h"
 
 namespace informerd::service {
@@ -28,7 +30,12 @@ namespace informerd::service {
 class WorkService final : public v1::Work::CallbackService {
  public:
   // `queues` must outlive the service.
-  explicit WorkService(QueueRegistry* queues) : queues_(queues) {}
+  // `guard` authenticates and authorizes each stream at its start message (verb work on the
+  // queue; the read of the object informer it asks for, resolved in `informers`); nullptr:
+  // nothing is checked. All must outlive the service.
+  explicit WorkService(QueueRegistry* queues, auth::Guard* guard = nullptr,
+                       const InformerRegistry* informers = nullptr)
+      : queues_(queues), guard_(guard), informers_(informers) {}
 
   // v1::Work::CallbackService:
   grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* Process(
@@ -37,6 +44,8 @@ class WorkService final : public v1::Work::CallbackService {
  private:
   class Stream;
   QueueRegistry* const queues_;
+  auth::Guard* const guard_;
+  const InformerRegistry* const informers_;
 };
 
 }  // namespace informerd::service

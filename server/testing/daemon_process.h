@@ -26,9 +26,11 @@
 namespace informerd::testing {
 
 struct DaemonProcess {
-  // Runs server/informerd with `flags` (plus --metrics-listen=127.0.0.1:0, and
-  // --listen=127.0.0.1:0 unless a --listen is given).
-  static absl::StatusOr<DaemonProcess> Start(const std::vector<std::string>& flags);
+  // Runs server/informerd with `flags` (plus --metrics-listen=127.0.0.1:0, --listen=127.0.0.1:0
+  // unless a --listen is given, and --insecure-allow-unauthenticated unless `secure`: tests of
+  // authentication pass their own TLS and cluster flags).
+  static absl::StatusOr<DaemonProcess> Start(const std::vector<std::string>& flags,
+                                             bool secure = false);
 
   // VmRSS and Threads of /proc/<pid>/status; -1 when unreadable.
   int64_t RssKb() const;

@@ -738,7 +738,8 @@ impl Daemon {
     }
 
     /// Starts informerd with extra flags, e.g. `--listen=unix:///path` (listeners add up) or
-    /// `--idle-timeout=0`.
+    /// `--idle-timeout=0`. It runs in local-development mode (`--insecure-allow-unauthenticated`)
+    /// unless `args` bring TLS (`--tls-cert`), as tests of authentication do.
     pub async fn start_with(kubeconfig: &Path, args: &[&str]) -> Result<Daemon> {
         let bin = binary(INFORMERD_BIN)?;
         let dir = WorkDir::new("informerd-")?;
@@ -748,6 +749,10 @@ impl Daemon {
         ];
         all.push("--listen=127.0.0.1:0".into());
         all.push("--metrics-listen=127.0.0.1:0".into());
+        // Local-development mode (no authentication), unless the test brings its own TLS.
+        if !args.iter().any(|a| a.starts_with("--tls-cert")) {
+            all.push("--insecure-allow-unauthenticated".into());
+        }
         all.extend(args.iter().map(|a| a.to_string()));
         let (process, target, metrics_url) = Daemon::launch(&all, dir.path(), 1).await?;
         // Restarts listen where the first start did.

@@ -263,9 +263,13 @@ class Daemon(_Process):
         kubeconfig: Path | None = None,
         config_yaml: str | None = None,
         extra_args: Sequence[str] = (),
+        insecure: bool = True,
     ) -> None:
         self._dir = workdir
         self._args = [str(find_binary("informerd"))]
+        if insecure:
+            # Local-development mode; tests of authentication pass TLS and set insecure=False.
+            self._args.append("--insecure-allow-unauthenticated")
         if kubeconfig is not None:
             self._args.append(f"--kubeconfig={kubeconfig}")
         if config_yaml is not None:
@@ -284,12 +288,14 @@ class Daemon(_Process):
         workdir: Path | None = None,
         config_yaml: str | None = None,
         extra_args: Sequence[str] = (),
+        insecure: bool = True,
     ) -> Daemon:
         return cls(
             workdir or Path(tempfile.mkdtemp(prefix="informerd-")),
             kubeconfig,
             config_yaml,
             extra_args,
+            insecure,
         )
 
     def _launch(self) -> None:

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19informerd/v1/errors.proto\x12\x0cinformerd.v1*\xcc\x04\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_FIELD\x10\x01\x12\x0e\n\nNO_CLUSTER\x10\x02\x12\x15\n\x11\x43LUSTER_NOT_FOUND\x10\x03\x12\x16\n\x12RESOURCE_NOT_FOUND\x10\x04\x12\x16\n\x12INFORMER_NOT_FOUND\x10\x05\x12\x0e\n\nNOT_SYNCED\x10\x06\x12\x14\n\x10\x41PI_SERVER_ERROR\x10\x07\x12\x14\n\x10SUBSCRIBER_LIMIT\x10\x08\x12\x13\n\x0fQUEUE_NOT_FOUND\x10\t\x12 \n\x1cQUEUE_EXISTS_WITH_OTHER_SPEC\x10\n\x12\x13\n\x0fQUEUE_SHUT_DOWN\x10\x0b\x12\x10\n\x0cKEY_NOT_HELD\x10\x0c\x12\x0f\n\x0bSTALE_TOKEN\x10\r\x12\x11\n\rLEASE_EXPIRED\x10\x0e\x12\x18\n\x14\x44\x41\x45MON_SHUTTING_DOWN\x10\x0f\x12\x12\n\x0eINDEX_CONFLICT\x10\x10\x12\x14\n\x10INFORMER_DELETED\x10\x11\x12\x13\n\x0fINVALID_REQUEST\x10\x64\x12\r\n\tNOT_FOUND\x10\x65\x12\x0c\n\x08\x43ONFLICT\x10\x66\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10g\x12\x16\n\x12RESOURCE_EXHAUSTED\x10h\x12\x0f\n\x0bUNAVAILABLE\x10i\x12\r\n\tCANCELLED\x10j\x12\x0b\n\x07TIMEOUT\x10k\x12\x15\n\x11PERMISSION_DENIED\x10l\x12\x0c\n\x08INTERNAL\x10mB+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19informerd/v1/errors.proto\x12\x0cinformerd.v1*\xa3\x05\n\x0b\x45rrorReason\x12\x1c\n\x18\x45RROR_REASON_UNSPECIFIED\x10\x00\x12\x11\n\rINVALID_FIELD\x10\x01\x12\x0e\n\nNO_CLUSTER\x10\x02\x12\x15\n\x11\x43LUSTER_NOT_FOUND\x10\x03\x12\x16\n\x12RESOURCE_NOT_FOUND\x10\x04\x12\x16\n\x12INFORMER_NOT_FOUND\x10\x05\x12\x0e\n\nNOT_SYNCED\x10\x06\x12\x14\n\x10\x41PI_SERVER_ERROR\x10\x07\x12\x14\n\x10SUBSCRIBER_LIMIT\x10\x08\x12\x13\n\x0fQUEUE_NOT_FOUND\x10\t\x12 \n\x1cQUEUE_EXISTS_WITH_OTHER_SPEC\x10\n\x12\x13\n\x0fQUEUE_SHUT_DOWN\x10\x0b\x12\x10\n\x0cKEY_NOT_HELD\x10\x0c\x12\x0f\n\x0bSTALE_TOKEN\x10\r\x12\x11\n\rLEASE_EXPIRED\x10\x0e\x12\x18\n\x14\x44\x41\x45MON_SHUTTING_DOWN\x10\x0f\x12\x12\n\x0eINDEX_CONFLICT\x10\x10\x12\x14\n\x10INFORMER_DELETED\x10\x11\x12\x15\n\x11NOT_AUTHENTICATED\x10\x12\x12\r\n\tFORBIDDEN\x10\x13\x12\x1d\n\x19\x41UTHORIZATION_UNAVAILABLE\x10\x14\x12\x10\n\x0c\x43\x41LLER_LIMIT\x10\x15\x12\x13\n\x0fINVALID_REQUEST\x10\x64\x12\r\n\tNOT_FOUND\x10\x65\x12\x0c\n\x08\x43ONFLICT\x10\x66\x12\x17\n\x13\x46\x41ILED_PRECONDITION\x10g\x12\x16\n\x12RESOURCE_EXHAUSTED\x10h\x12\x0f\n\x0bUNAVAILABLE\x10i\x12\r\n\tCANCELLED\x10j\x12\x0b\n\x07TIMEOUT\x10k\x12\x15\n\x11PERMISSION_DENIED\x10l\x12\x0c\n\x08INTERNAL\x10mB+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,5 +33,5 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z)informerd.io/api/informerd/v1;informerdv1'
   _globals['_ERRORREASON']._serialized_start=44
-  _globals['_ERRORREASON']._serialized_end=632
+  _globals['_ERRORREASON']._serialized_end=719
 # @@protoc_insertion_point(module_scope)

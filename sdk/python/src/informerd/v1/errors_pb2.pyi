@@ -88,6 +88,22 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """UNAVAILABLE: the informer was deleted while the call ran (a Watch stream ends with it).
     Metadata: `informer_id`.
     """
+    NOT_AUTHENTICATED: _ErrorReason.ValueType  # 18
+    """UNAUTHENTICATED: the call carried no credentials informerd accepts, or the cluster rejected
+    its bearer token (TokenReview). The message says which.
+    """
+    FORBIDDEN: _ErrorReason.ValueType  # 19
+    """PERMISSION_DENIED: the cluster (SubjectAccessReview) does not allow the caller this call.
+    Metadata: `user`, `verb`, `group`, `resource`, `namespace`, `name` of the refused attribute.
+    """
+    AUTHORIZATION_UNAVAILABLE: _ErrorReason.ValueType  # 20
+    """UNAVAILABLE: informerd could not ask the cluster whether to allow the call (the API server
+    unreachable or failing); the call was refused. Retrying later may succeed.
+    """
+    CALLER_LIMIT: _ErrorReason.ValueType  # 21
+    """RESOURCE_EXHAUSTED: the caller is at one of its per-caller limits. Metadata: `limit`
+    (informers, queues, streams, inFlight), `user`.
+    """
     INVALID_REQUEST: _ErrorReason.ValueType  # 100
     """Errors not classified more precisely carry one of these, by status code. No metadata.
     INVALID_ARGUMENT, OUT_OF_RANGE.
@@ -167,6 +183,22 @@ definition. Metadata: `field`, `informer_id`, `index`.
 INFORMER_DELETED: ErrorReason.ValueType  # 17
 """UNAVAILABLE: the informer was deleted while the call ran (a Watch stream ends with it).
 Metadata: `informer_id`.
+"""
+NOT_AUTHENTICATED: ErrorReason.ValueType  # 18
+"""UNAUTHENTICATED: the call carried no credentials informerd accepts, or the cluster rejected
+its bearer token (TokenReview). The message says which.
+"""
+FORBIDDEN: ErrorReason.ValueType  # 19
+"""PERMISSION_DENIED: the cluster (SubjectAccessReview) does not allow the caller this call.
+Metadata: `user`, `verb`, `group`, `resource`, `namespace`, `name` of the refused attribute.
+"""
+AUTHORIZATION_UNAVAILABLE: ErrorReason.ValueType  # 20
+"""UNAVAILABLE: informerd could not ask the cluster whether to allow the call (the API server
+unreachable or failing); the call was refused. Retrying later may succeed.
+"""
+CALLER_LIMIT: ErrorReason.ValueType  # 21
+"""RESOURCE_EXHAUSTED: the caller is at one of its per-caller limits. Metadata: `limit`
+(informers, queues, streams, inFlight), `user`.
 """
 INVALID_REQUEST: ErrorReason.ValueType  # 100
 """Errors not classified more precisely carry one of these, by status code. No metadata.

@@ -556,6 +556,7 @@ class WatchRequest(_message.Message):
     MAX_BATCH_FIELD_NUMBER: _builtins.int
     INCLUDE_OLD_OBJECT_FIELD_NUMBER: _builtins.int
     MAX_BATCH_BYTES_FIELD_NUMBER: _builtins.int
+    NAMESPACE_FIELD_NUMBER: _builtins.int
     informer_id: _builtins.str
     buffer_size: _builtins.int
     """Events the server keeps for this subscriber before it re-snapshots; 0 means 4096."""
@@ -567,6 +568,10 @@ class WatchRequest(_message.Message):
     """Bytes of events per response at most; 0 means 2 MiB (below gRPC's default 4 MiB receive
     limit). At most 64 MiB. An event larger than this comes alone in a response.
     """
+    namespace: _builtins.str
+    """Only objects of this namespace ("" for all). A caller allowed to list and watch the resource
+    in one namespace only reads a cluster-wide informer through it this way.
+    """
     def __init__(
         self,
         *,
@@ -575,10 +580,11 @@ class WatchRequest(_message.Message):
         max_batch: _builtins.int = ...,
         include_old_object: _builtins.bool = ...,
         max_batch_bytes: _builtins.int = ...,
+        namespace: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["buffer_size", b"buffer_size", "include_old_object", b"include_old_object", "informer_id", b"informer_id", "max_batch", b"max_batch", "max_batch_bytes", b"max_batch_bytes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["buffer_size", b"buffer_size", "include_old_object", b"include_old_object", "informer_id", b"informer_id", "max_batch", b"max_batch", "max_batch_bytes", b"max_batch_bytes", "namespace", b"namespace"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -1,0 +1,497 @@
+#include "server/auth/guard.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
+#include "informerd/v1/errors.pb.h"
+
+namespace informerd::auth {
+namespace {
+
+using service::Error;
+
+constexpr absl::string_view kAuthenticatedGroup = "system:authenticated";
+
+// A status that only says "ask a review thread" (never answered to a caller).
+absl::Status MissStatus() { return absl::Status(absl::StatusCode::kUnknown, "\x01miss"); }
+
+void AppendKeyField(std::string* key, absl::string_view s) {
+  absl::StrAppend(key, s.size(), ":", s);
+}
+
+std::string DecisionKey(const Caller& caller, const Attributes& a) {
+  std::string key = absl::StrCat(caller.id, "|");
+  AppendKeyField(&key, a.verb);
+  AppendKeyField(&key, a.group);
+  AppendKeyField(&key, a.resource);
+  AppendKeyField(&key, a.namespace_name);
+  AppendKeyField(&key, a.name);
+  return key;
+}
+
+absl::Status Unauthenticated(absl::string_view why) {
+  return Error(absl::StatusCode::kUnauthenticated, v1::NOT_AUTHENTICATED, why);
+}
+
+absl::Status Forbidden(const Caller& caller, const Attributes& a, absl::string_view reason) {
+  std::string message =
+      absl::StrCat(caller.Describe(), " may not ", a.Describe(), " (informerd asked the cluster",
+                   reason.empty() ? "" : absl::StrCat(": ", reason), ")");
+  return Error(absl::StatusCode::kPermissionDenied, v1::FORBIDDEN, message,
+               {{"user", caller.identity.user},
+                {"verb", a.verb},
+                {"group", a.group},
+                {"resource", a.resource},
+                {"namespace", a.namespace_name},
+                {"name", a.name}});
+}
+
+absl::Status ReviewUnavailable(absl::string_view what, const absl::Status& cause) {
+  return Error(absl::StatusCode::kUnavailable, v1::AUTHORIZATION_UNAVAILABLE,
+               absl::StrCat(what, " could not be made, so the call is refused: ", cause.message()));
+}
+
+std::vector<std::string> WithAuthenticatedGroup(std::vector<std::string> groups) {
+  if (std::find(groups.begin(), groups.end(), kAuthenticatedGroup) == groups.end()) {
+    groups.emplace_back(kAuthenticatedGroup);
+  }
+  return groups;
+}
+
+const std::vector<double>& ReviewBuckets() {
+  static const auto* b = new std::vector<double>{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                 0.05,   0.1,   0.25,   0.5,   1,    2.5, 5};
+  return *b;
+}
+
+}  // namespace
+
+Attributes QueueAttributes(absl::string_view verb, absl::string_view queue) {
+  return Attributes{.verb = std::string(verb),
+                    .group = std::string(kApiGroup),
+                    .version = "v1",
+                    .resource = "queues",
+                    .name = std::string(queue)};
+}
+
+Requirement AdminRequirement() {
+  return Requirement::AllOf({Attributes{
+      .verb = "admin", .group = std::string(kApiGroup), .version = "v1", .resource = "daemon"}});
+}
+
+Guard::Guard(GuardOptions options, client::Client* reviews, MetricsRegistry* metrics)
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
+      reviews_(reviews),
+      metrics_(metrics) {
+  internal_ = callers_.Intern({.user = "system:informerd", .method = "internal"});
+  anonymous_ = callers_.Intern({.user = "system:anonymous",
+                                .groups = {"system:unauthenticated"},
+                                .method = "insecure"});
+  for (const UnixPeerMapping& m : options_.unix_peers) {
+    unix_callers_.push_back(callers_.Intern(
+        {.user = m.user, .groups = WithAuthenticatedGroup(m.groups), .method = "unix"}));
+  }
+  if (metrics_ == nullptr) {
+    own_metrics_ = std::make_unique<MetricsRegistry>();
+    metrics_ = own_metrics_.get();
+  }
+  metrics_->GetGauge("informerd_insecure_allow_unauthenticated",
+                     "1 when the daemon serves every call without authentication or "
+                     "authorization (--insecure-allow-unauthenticated)",
+                     {})
+      ->Set(options_.insecure_allow_unauthenticated ? 1 : 0);
+  token_hits_ = metrics_->GetCounter("informerd_authentication_cache_hits_total",
+                                     "Calls whose bearer token's review was cached", {});
+  token_misses_ = metrics_->GetCounter("informerd_authentication_cache_misses_total",
+                                       "Calls whose bearer token needed a TokenReview", {});
+  decision_hits_ = metrics_->GetCounter("informerd_authorization_cache_hits_total",
+                                        "Authorization decisions answered from the cache", {});
+  decision_misses_ = metrics_->GetCounter("informerd_authorization_cache_misses_total",
+                                          "Authorization decisions that needed a review", {});
+  const char* decisions_help = "Calls by authorization outcome";
+  allowed_ = metrics_->GetCounter("informerd_authorization_decisions_total", decisions_help,
+                                  {{"decision", "allowed"}});
+  denied_ = metrics_->GetCounter("informerd_authorization_decisions_total", decisions_help,
+                                 {{"decision", "denied"}});
+  unavailable_ = metrics_->GetCounter("informerd_authorization_decisions_total", decisions_help,
+                                      {{"decision", "unavailable"}});
+  unauthenticated_ = metrics_->GetCounter("informerd_authorization_decisions_total",
+                                          decisions_help, {{"decision", "unauthenticated"}});
+  token_review_seconds_ =
+      metrics_->GetHistogram("informerd_token_review_duration_seconds",
+                             "TokenReview round trips to the API server", {}, ReviewBuckets());
+  access_review_seconds_ = metrics_->GetHistogram(
+      "informerd_subject_access_review_duration_seconds",
+      "SubjectAccessReview round trips to the API server", {}, ReviewBuckets());
+  if (!options_.insecure_allow_unauthenticated) {
+    for (int i = 0; i < std::max(1, options_.review_threads); ++i) {
+      threads_.emplace_back([this] { Work(); });
+    }
+  }
+}
+
+Guard::~Guard() {
+  std::deque<Job> left;
+  {
+    MutexLock lock(&jobs_mu_);
+    stopping_ = true;
+    left.swap(jobs_);
+  }
+  for (Job& job : left) {
+    job.deny(Error(absl::StatusCode::kUnavailable, v1::DAEMON_SHUTTING_DOWN,
+                   "informerd is shutting down"));
+  }
+  for (std::thread& t : threads_) t.join();
+}
+
+bool Guard::IsMiss(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kUnknown && s.message() == "\x01miss";
+}
+
+absl::Status Guard::Identify(grpc::CallbackServerContext* context,
+                             std::shared_ptr<Caller>* caller, std::string* token) {
+  const std::multimap<grpc::string_ref, grpc::string_ref>& md = context->client_metadata();
+  if (auto it = md.find("authorization"); it != md.end()) {
+    absl::string_view value(it->second.data(), it->second.size());
+    if (!absl::ConsumePrefix(&value, "Bearer ") && !absl::ConsumePrefix(&value, "bearer ")) {
+      return Unauthenticated(
+          "the authorization metadata is not \"Bearer <token>\" (informerd accepts bearer "
+          "tokens, client certificates and configured unix-socket peers)");
+    }
+    value = absl::StripAsciiWhitespace(value);
+    if (value.empty()) return Unauthenticated("the bearer token is empty");
+    {
+      MutexLock lock(&cache_mu_);
+      if (auto t = tokens_.find(value); t != tokens_.end() && t->second.expires > clock_->Now()) {
+        token_hits_->Inc();
+        if (t->second.caller == nullptr) {
+          return Unauthenticated(absl::StrCat("the bearer token was rejected by the cluster: ",
+                                              t->second.error));
+        }
+        *caller = t->second.caller;
+        return absl::OkStatus();
+      }
+    }
+    token_misses_->Inc();
+    *token = std::string(value);
+    return absl::OkStatus();
+  }
+  const std::string peer = context->peer();
+  if (absl::StartsWith(peer, "inproc")) {
+    *caller = internal_;
+    return absl::OkStatus();
+  }
+  if (std::optional<ucred> cred = unix_peers_.Find(peer); cred.has_value()) {
+    for (size_t i = 0; i < options_.unix_peers.size(); ++i) {
+      if (options_.unix_peers[i].uid == cred->uid) {
+        *caller = unix_callers_[i];
+        return absl::OkStatus();
+      }
+    }
+    return Unauthenticated(absl::StrCat("unix-socket peer uid ", cred->uid,
+                                        " (pid ", cred->pid,
+                                        ") is not in authentication.unixPeers and sent no token"));
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (auth != nullptr && auth->IsPeerAuthenticated()) {
+    std::vector<grpc::string_ref> subject = auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME);
+    if (!subject.empty()) {
+      Identity id = IdentityFromSubject(std::string(subject[0].data(), subject[0].size()));
+      if (id.user.empty()) {
+        return Unauthenticated("the client certificate's subject has no common name (CN)");
+      }
+      id.groups = WithAuthenticatedGroup(std::move(id.groups));
+      *caller = callers_.Intern(std::move(id));
+      return absl::OkStatus();
+    }
+  }
+  return Unauthenticated(
+      "no credentials: send a bearer token (authorization: Bearer <token>), a client "
+      "certificate, or call over a unix socket as a configured peer");
+}
+
+absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind, Ticket* ticket) {
+  if (caller == internal_) {
+    *ticket = Ticket(caller, nullptr);
+    return absl::OkStatus();
+  }
+  const bool stream = kind == CallKind::kStream;
+  std::atomic<int>* slot = stream ? &caller->streams : &caller->in_flight;
+  const int limit = stream ? options_.limits.streams : options_.limits.in_flight;
+  if (slot->fetch_add(1, std::memory_order_relaxed) >= limit) {
+    slot->fetch_sub(1, std::memory_order_relaxed);
+    const char* name = stream ? "streams" : "inFlight";
+    return Error(absl::StatusCode::kResourceExhausted, v1::CALLER_LIMIT,
+                 absl::StrCat(caller->Describe(), " has ", limit, " ",
+                              stream ? "open streams" : "calls in flight",
+                              ", its limit (callerLimits.", name, ")"),
+                 {{"limit", name}, {"user", caller->identity.user}});
+  }
+  *ticket = Ticket(caller, slot);
+  return absl::OkStatus();
+}
+
+Guard::Cached Guard::Lookup(const Caller& caller, const Attributes& a, std::string* reason) {
+  const std::string key = DecisionKey(caller, a);
+  MutexLock lock(&cache_mu_);
+  auto it = decisions_.find(key);
+  if (it == decisions_.end() || it->second.expires <= clock_->Now()) return Cached::kUnknown;
+  if (reason != nullptr) *reason = it->second.reason;
+  return it->second.allowed ? Cached::kAllowed : Cached::kDenied;
+}
+
+absl::Status Guard::Decide(const Caller& caller, const Requirement& requirement,
+                           bool may_review) {
+  if (&caller == internal_.get()) return absl::OkStatus();
+  absl::Status first_denial;
+  absl::Status unavailable;
+  for (const std::vector<Attributes>& alternative : requirement.any_of) {
+    bool all = true;
+    for (const Attributes& a : alternative) {
+      std::string reason;
+      Cached c = Lookup(caller, a, &reason);
+      if (c == Cached::kUnknown) {
+        if (!may_review) return MissStatus();
+        decision_misses_->Inc();
+        if (reviews_ == nullptr) {
+          unavailable = ReviewUnavailable(
+              "SubjectAccessReview", absl::FailedPreconditionError("no cluster is configured"));
+          all = false;
+          break;
+        }
+        const absl::Time start = clock_->Now();
+        absl::StatusOr<AccessDecision> d =
+            ReviewAccess(*reviews_, caller.identity, a, options_.review_timeout);
+        access_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
+        if (!d.ok()) {
+          unavailable = ReviewUnavailable("SubjectAccessReview", d.status());
+          all = false;
+          break;
+        }
+        reason = d->reason;
+        {
+          MutexLock lock(&cache_mu_);
+          if (decisions_.size() >= options_.cache_size) {
+            const absl::Time now = clock_->Now();
+            absl::erase_if(decisions_, [now](const auto& kv) { return kv.second.expires <= now; });
+            if (decisions_.size() >= options_.cache_size) decisions_.clear();
+          }
+          decisions_[DecisionKey(caller, a)] = Decision{
+              d->allowed, d->reason,
+              clock_->Now() + (d->allowed ? options_.allow_ttl : options_.deny_ttl)};
+        }
+        c = d->allowed ? Cached::kAllowed : Cached::kDenied;
+      } else {
+        decision_hits_->Inc();
+      }
+      if (c == Cached::kDenied) {
+        if (first_denial.ok()) first_denial = Forbidden(caller, a, reason);
+        all = false;
+        break;
+      }
+    }
+    if (all) return absl::OkStatus();
+  }
+  // Refused. When a review could not be made the refusal may be wrong: say so.
+  if (!unavailable.ok()) return unavailable;
+  return first_denial;
+}
+
+absl::Status Guard::CheckInline(grpc::CallbackServerContext* context, CallKind kind,
+                                RequirementFn& need, std::optional<Requirement>* requirement,
+                                Ticket* ticket) {
+  if (options_.insecure_allow_unauthenticated) {
+    *ticket = Ticket(anonymous_, nullptr);
+    return absl::OkStatus();
+  }
+  std::shared_ptr<Caller> caller;
+  std::string token;
+  if (absl::Status s = Identify(context, &caller, &token); !s.ok()) {
+    unauthenticated_->Inc();
+    return s;
+  }
+  if (caller == nullptr) return MissStatus();  // a token to review
+  absl::StatusOr<Requirement> r = need();
+  if (!r.ok()) return r.status();
+  *requirement = *std::move(r);
+  absl::Status s = Decide(*caller, **requirement, /*may_review=*/false);
+  if (IsMiss(s)) return s;
+  if (!s.ok()) {
+    denied_->Inc();
+    return s;
+  }
+  if (absl::Status a = Admit(caller, kind, ticket); !a.ok()) return a;
+  allowed_->Inc();
+  return absl::OkStatus();
+}
+
+absl::Status Guard::ReviewTokenNow(const std::string& token, std::shared_ptr<Caller>* caller) {
+  {
+    MutexLock lock(&cache_mu_);
+    if (auto t = tokens_.find(token); t != tokens_.end() && t->second.expires > clock_->Now()) {
+      if (t->second.caller == nullptr) {
+        return Unauthenticated(
+            absl::StrCat("the bearer token was rejected by the cluster: ", t->second.error));
+      }
+      *caller = t->second.caller;
+      return absl::OkStatus();
+    }
+  }
+  if (reviews_ == nullptr) {
+    return ReviewUnavailable("TokenReview",
+                             absl::FailedPreconditionError("no cluster is configured"));
+  }
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<TokenReviewResult> r =
+      ReviewToken(*reviews_, token, options_.audiences, options_.review_timeout);
+  token_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
+  if (!r.ok()) return ReviewUnavailable("TokenReview", r.status());
+  TokenEntry entry{.expires = clock_->Now() + options_.token_ttl};
+  if (r->authenticated) {
+    entry.caller = callers_.Intern(std::move(r->identity));
+  } else {
+    entry.error = r->error.empty() ? "not authenticated" : r->error;
+  }
+  {
+    MutexLock lock(&cache_mu_);
+    if (tokens_.size() >= options_.cache_size) {
+      const absl::Time now = clock_->Now();
+      absl::erase_if(tokens_, [now](const auto& kv) { return kv.second.expires <= now; });
+      if (tokens_.size() >= options_.cache_size) tokens_.clear();
+    }
+    tokens_[token] = entry;
+  }
+  if (entry.caller == nullptr) {
+    return Unauthenticated(
+        absl::StrCat("the bearer token was rejected by the cluster: ", entry.error));
+  }
+  *caller = std::move(entry.caller);
+  return absl::OkStatus();
+}
+
+absl::Status Guard::Authorize(const Caller* caller, const Requirement& requirement) {
+  if (caller == nullptr || options_.insecure_allow_unauthenticated) return absl::OkStatus();
+  absl::Status s = Decide(*caller, requirement, /*may_review=*/true);
+  if (s.ok()) {
+    allowed_->Inc();
+  } else if (s.code() == absl::StatusCode::kUnavailable) {
+    unavailable_->Inc();
+  } else {
+    denied_->Inc();
+  }
+  return s;
+}
+
+void Guard::Enqueue(Job job) {
+  {
+    MutexLock lock(&jobs_mu_);
+    if (!stopping_ && jobs_.size() < options_.max_pending) {
+      jobs_.push_back(std::move(job));
+      return;
+    }
+  }
+  unavailable_->Inc();
+  job.deny(Error(absl::StatusCode::kUnavailable, v1::AUTHORIZATION_UNAVAILABLE,
+                 absl::StrCat("more than ", options_.max_pending,
+                              " calls are waiting for authentication or authorization reviews; "
+                              "retry later")));
+}
+
+void Guard::RunJob(Job& job) {
+  if (job.context->IsCancelled()) {
+    job.deny(absl::CancelledError("the call was cancelled while informerd reviewed it"));
+    return;
+  }
+  std::shared_ptr<Caller> caller;
+  std::string token;
+  absl::Status s = Identify(job.context, &caller, &token);
+  if (s.ok() && caller == nullptr) s = ReviewTokenNow(token, &caller);
+  if (!s.ok()) {
+    (s.code() == absl::StatusCode::kUnavailable ? unavailable_ : unauthenticated_)->Inc();
+    job.deny(s);
+    return;
+  }
+  if (!job.requirement.has_value()) {
+    absl::StatusOr<Requirement> r = job.need();
+    if (!r.ok()) {
+      job.deny(r.status());
+      return;
+    }
+    job.requirement = *std::move(r);
+  }
+  s = Decide(*caller, *job.requirement, /*may_review=*/true);
+  if (!s.ok()) {
+    (s.code() == absl::StatusCode::kUnavailable ? unavailable_ : denied_)->Inc();
+    job.deny(s);
+    return;
+  }
+  Ticket ticket;
+  if (absl::Status a = Admit(caller, job.kind, &ticket); !a.ok()) {
+    job.deny(a);
+    return;
+  }
+  allowed_->Inc();
+  job.allowed(std::move(ticket));
+}
+
+void Guard::Work() {
+  for (;;) {
+    Job job;
+    {
+      MutexLock lock(&jobs_mu_);
+      jobs_mu_.Await([this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(jobs_mu_) {
+        return stopping_ || !jobs_.empty();
+      });
+      if (jobs_.empty()) return;
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    RunJob(job);
+  }
+}
+
+namespace {
+
+absl::Status AdmitCreated(Caller* caller, const std::string& id,
+                          absl::flat_hash_set<std::string>* created, int limit, const char* what,
+                          const std::function<bool(const std::string&)>& exists)
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(caller->mu) {
+  absl::erase_if(*created, [&](const std::string& x) { return !exists(x); });
+  if (static_cast<int>(created->size()) >= limit) {
+    return Error(absl::StatusCode::kResourceExhausted, v1::CALLER_LIMIT,
+                 absl::StrCat(caller->Describe(), " has created ", created->size(), " ", what,
+                              " that still exist, its limit (callerLimits.", what, ")"),
+                 {{"limit", what}, {"user", caller->identity.user}});
+  }
+  created->insert(id);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Guard::AdmitInformer(Caller* caller, const std::string& id,
+                                  const std::function<bool(const std::string&)>& exists) {
+  if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
+  MutexLock lock(&caller->mu);
+  return AdmitCreated(caller, id, &caller->informers, options_.limits.informers, "informers",
+                      exists);
+}
+
+absl::Status Guard::AdmitQueue(Caller* caller, const std::string& name,
+                               const std::function<bool(const std::string&)>& exists) {
+  if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
+  MutexLock lock(&caller->mu);
+  return AdmitCreated(caller, name, &caller->queues, options_.limits.queues, "queues", exists);
+}
+
+size_t Guard::cached_decisions() const {
+  MutexLock lock(&cache_mu_);
+  return decisions_.size();
+}
+
+}  // namespace informerd::auth

@@ -372,16 +372,31 @@ func TestReviewFaults(t *testing.T) {
 		c.mustCode(c.do("POST", "/_fake/faults", "", map[string]any{"type": typ, "resource": "tokenreviews"}), 400)
 	}
 	// Refusing connections applies to every endpoint.
-	c.fault(map[string]any{"type": "refuse", "durationMs": 500})
-	time.Sleep(100 * time.Millisecond)
-	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice",
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps"}}}, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "connection refused") {
-		t.Fatalf("review while refusing: %v", err)
+	c.fault(map[string]any{"type": "refuse", "durationMs": 2000})
+	review := func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice",
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Resource: "configmaps"}}}, metav1.CreateOptions{})
+		return err
 	}
-	time.Sleep(600 * time.Millisecond)
-	c.mustCode(c.do("POST", sarPath, "", sarBody), 201)
+	var err2 error
+	for deadline := time.Now().Add(1500 * time.Millisecond); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err2 = review(); err2 != nil {
+			break
+		}
+	}
+	if err2 == nil || !strings.Contains(err2.Error(), "connection refused") {
+		t.Fatalf("review while refusing: %v", err2)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if err2 = review(); err2 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("review after refusing: %v", err2)
+		}
+	}
 	if st := srv.Stats(); st.FaultsHit < 10 {
 		t.Fatalf("faultsHit %d", st.FaultsHit)
 	}

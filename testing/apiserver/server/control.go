@@ -136,6 +136,38 @@ func (s *Server) serveControl(w http.ResponseWriter, req *http.Request) {
 			defs = append(defs, r.def)
 		}
 		writeControl(w, 200, defs)
+	case parts[0] == "tokens" && len(parts) == 1 && req.Method == http.MethodPost:
+		var spec TokenSpec
+		if !decode(&spec) {
+			return
+		}
+		if err := s.SetToken(spec); err != nil {
+			writeControl(w, 400, controlError{err.Error()})
+			return
+		}
+		writeControl(w, 200, spec)
+	case parts[0] == "tokens" && len(parts) == 1 && req.Method == http.MethodGet:
+		writeControl(w, 200, s.Tokens())
+	case parts[0] == "tokens" && len(parts) >= 2 && req.Method == http.MethodDelete:
+		// The token is the rest of the path (it may contain "/").
+		token := strings.TrimPrefix(req.URL.Path, "/_fake/tokens/")
+		if !s.DeleteToken(token) {
+			writeControl(w, 404, controlError{"no such token"})
+			return
+		}
+		writeControl(w, 200, map[string]any{})
+	case parts[0] == "authz" && len(parts) == 2 && parts[1] == "rules" && req.Method == http.MethodPut:
+		var body AuthzRules
+		if !decode(&body) {
+			return
+		}
+		if err := s.SetAuthzRules(body.Rules); err != nil {
+			writeControl(w, 400, controlError{err.Error()})
+			return
+		}
+		writeControl(w, 200, AuthzRules{Rules: s.AuthzRulesSnapshot()})
+	case parts[0] == "authz" && len(parts) == 2 && parts[1] == "rules" && req.Method == http.MethodGet:
+		writeControl(w, 200, AuthzRules{Rules: s.AuthzRulesSnapshot()})
 	case parts[0] == "stats" && req.Method == http.MethodGet:
 		writeControl(w, 200, s.Stats())
 	default:
@@ -157,7 +189,13 @@ func (s *Server) InjectFault(spec FaultSpec) (FaultResult, error) {
 		return FaultResult{}, err
 	}
 	var res *resourceStore
-	if spec.Resource != "" {
+	review := reviewResource(spec.Resource)
+	if review != "" {
+		switch spec.Type {
+		case FaultCloseWatches, FaultBookmark, FaultCompact:
+			return FaultResult{}, fmt.Errorf("%s does not apply to %s", spec.Type, spec.Resource)
+		}
+	} else if spec.Resource != "" {
 		if res = s.store.find(spec.Resource); res == nil {
 			return FaultResult{}, fmt.Errorf("unknown resource %q", spec.Resource)
 		}
@@ -199,7 +237,7 @@ func (s *Server) InjectFault(spec FaultSpec) (FaultResult, error) {
 	case FaultResetConnections:
 		return FaultResult{Affected: s.resetConnections()}, nil
 	}
-	a := s.faults.arm(spec, res)
+	a := s.faults.arm(spec, res, review)
 	return FaultResult{ID: a.ID}, nil
 }
 
@@ -245,16 +283,20 @@ func (s *Server) RegisterResource(def ResourceDef) error {
 
 // StatsSnapshot is GET /_fake/stats.
 type StatsSnapshot struct {
-	ResourceVersion string                   `json:"resourceVersion"`
-	Requests        int64                    `json:"requests"`
-	WatchesOpen     int64                    `json:"watchesOpen"`
-	WatchesTotal    int64                    `json:"watchesTotal"`
-	EventsSent      int64                    `json:"eventsSent"`
-	FaultsHit       int64                    `json:"faultsHit"`
-	Lists           int64                    `json:"lists"`
-	WatchLists      int64                    `json:"watchLists"` // streaming lists (sendInitialEvents=true)
-	Connections     int                      `json:"connections"`
-	Resources       map[string]ResourceStats `json:"resources"`
+	ResourceVersion string `json:"resourceVersion"`
+	Requests        int64  `json:"requests"`
+	WatchesOpen     int64  `json:"watchesOpen"`
+	WatchesTotal    int64  `json:"watchesTotal"`
+	EventsSent      int64  `json:"eventsSent"`
+	FaultsHit       int64  `json:"faultsHit"`
+	Lists           int64  `json:"lists"`
+	WatchLists      int64  `json:"watchLists"` // streaming lists (sendInitialEvents=true)
+	// Requests to the review endpoints (every authenticated POST, including
+	// rejected and faulted ones).
+	TokenReviews         int64                    `json:"tokenReviews"`
+	SubjectAccessReviews int64                    `json:"subjectAccessReviews"`
+	Connections          int                      `json:"connections"`
+	Resources            map[string]ResourceStats `json:"resources"`
 }
 
 // ResourceStats describes one resource's store.
@@ -271,6 +313,7 @@ func (s *Server) Stats() StatsSnapshot {
 		Requests: s.stats.requests.Load(), WatchesOpen: s.stats.watchesOpen.Load(), WatchesTotal: s.stats.watchesTotal.Load(),
 		EventsSent: s.stats.eventsSent.Load(), FaultsHit: s.stats.faultsHit.Load(), Connections: s.connCount(),
 		Lists: s.stats.lists.Load(), WatchLists: s.stats.watchLists.Load(),
+		TokenReviews: s.stats.tokenReviews.Load(), SubjectAccessReviews: s.stats.subjectAccessReviews.Load(),
 		Resources: map[string]ResourceStats{},
 	}
 	st := s.store

@@ -97,6 +97,7 @@ type armedFault struct {
 	Remaining int       `json:"remaining"` // -1: unlimited
 	Hits      int       `json:"hits"`
 	res       *resourceStore
+	review    string // reviewTokenReviews or reviewSARs: the fault hits that review endpoint only
 }
 
 // faultSet is the list of armed request faults, matched in arming order.
@@ -106,7 +107,7 @@ type faultSet struct {
 	armed  []*armedFault // GUARDED_BY(mu)
 }
 
-func (fs *faultSet) arm(spec FaultSpec, res *resourceStore) *armedFault {
+func (fs *faultSet) arm(spec FaultSpec, res *resourceStore, review string) *armedFault {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.nextID++
@@ -114,17 +115,30 @@ func (fs *faultSet) arm(spec FaultSpec, res *resourceStore) *armedFault {
 	if n == 0 {
 		n = 1
 	}
-	a := &armedFault{ID: fs.nextID, Spec: spec, Remaining: n, res: res}
+	a := &armedFault{ID: fs.nextID, Spec: spec, Remaining: n, res: res, review: review}
 	fs.armed = append(fs.armed, a)
 	return a
 }
 
 // take consumes the first armed fault matching a request.
 func (fs *faultSet) take(res *resourceStore, ns, verb, ua string) *FaultSpec {
+	return fs.takeMatching(func(a *armedFault) bool { return a.review == "" && (a.res == nil || a.res == res) }, ns, verb, ua)
+}
+
+// takeReview consumes the first armed fault matching a request to a review
+// endpoint (verb create, no namespace). Only faults that name the review's
+// resource match: a fault for "every resource" leaves reviews alone, so that
+// arming one for an informer's requests does not hit an authenticating
+// client's reviews instead.
+func (fs *faultSet) takeReview(review, ua string) *FaultSpec {
+	return fs.takeMatching(func(a *armedFault) bool { return a.review == review }, "", "create", ua)
+}
+
+func (fs *faultSet) takeMatching(target func(*armedFault) bool, ns, verb, ua string) *FaultSpec {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for i, a := range fs.armed {
-		if a.res != nil && a.res != res {
+		if !target(a) {
 			continue
 		}
 		if a.Spec.Namespace != "" && a.Spec.Namespace != ns {

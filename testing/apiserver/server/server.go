@@ -51,6 +51,11 @@ type Options struct {
 	DisableManagedFields bool
 	// Resources are registered besides the built-in ones.
 	Resources []ResourceDef
+	// Tokens are registered for TokenReview (see POST /_fake/tokens).
+	Tokens []TokenSpec
+	// AuthzRules are the SubjectAccessReview authorizer's rules (see
+	// PUT /_fake/authz/rules).
+	AuthzRules []AuthzRule
 	// Logf, when set, receives one line per notable server event.
 	Logf func(format string, args ...any)
 }
@@ -63,6 +68,9 @@ type stats struct {
 	faultsHit    atomic.Int64
 	lists        atomic.Int64
 	watchLists   atomic.Int64 // watches with sendInitialEvents=true
+
+	tokenReviews         atomic.Int64
+	subjectAccessReviews atomic.Int64
 }
 
 // Server is the fake API server. Its methods are safe for concurrent use.
@@ -70,6 +78,7 @@ type Server struct {
 	opts     Options
 	store    *Store
 	faults   faultSet
+	auth     authState
 	stats    stats
 	shutdown chan struct{}
 	token    string
@@ -121,6 +130,14 @@ func New(opts Options) (*Server, error) {
 		if _, aerr := s.store.Create(s.store.find("namespaces"), "", map[string]any{"metadata": map[string]any{"name": ns}}, writeOpts{}); aerr != nil {
 			return nil, aerr
 		}
+	}
+	for _, t := range opts.Tokens {
+		if err := s.SetToken(t); err != nil {
+			return nil, fmt.Errorf("token: %w", err)
+		}
+	}
+	if err := s.SetAuthzRules(opts.AuthzRules); err != nil {
+		return nil, err
 	}
 	if opts.TLS {
 		if s.token == "" {
@@ -326,6 +343,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if s.token != "" && !isExempt(path) && req.Header.Get("Authorization") != "Bearer "+s.token {
 		writeError(w, errUnauthorized())
+		return
+	}
+	if s.serveReview(w, req) {
 		return
 	}
 	parts := splitPath(path)

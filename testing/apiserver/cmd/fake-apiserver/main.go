@@ -33,6 +33,22 @@ func (r *resourceFlags) Set(v string) error {
 	return nil
 }
 
+// jsonFlags is a repeatable flag whose values are JSON objects of type T,
+// decoded strictly (unknown fields are errors, as on the control endpoint).
+type jsonFlags[T any] []T
+
+func (f *jsonFlags[T]) String() string { return fmt.Sprint(len(*f)) }
+func (f *jsonFlags[T]) Set(v string) error {
+	var x T
+	d := json.NewDecoder(strings.NewReader(v))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&x); err != nil {
+		return err
+	}
+	*f = append(*f, x)
+	return nil
+}
+
 func main() {
 	var (
 		addr       = flag.String("addr", "127.0.0.1:0", "listen address HOST:PORT; port 0 picks a free port")
@@ -46,16 +62,21 @@ func main() {
 		managed    = flag.Bool("managed-fields", true, "record metadata.managedFields on writes (simplified: one Update entry per manager)")
 		verbose    = flag.Bool("v", false, "log faults and listener changes to stderr")
 		resources  resourceFlags
+		tokens     jsonFlags[server.TokenSpec]
+		rules      jsonFlags[server.AuthzRule]
 	)
 	flag.Var(&resources, "resource", `register an extra resource at startup, as JSON, e.g. '{"group":"example.com","version":"v1","resource":"widgets","kind":"Widget","namespaced":true,"customResource":true}' (repeatable)`)
+	flag.Var(&tokens, "auth-token", `register a token for TokenReview at startup, as JSON, e.g. '{"token":"t1","user":{"username":"alice","groups":["dev"]},"audiences":["informerd"]}' (repeatable; same as POST /_fake/tokens)`)
+	flag.Var(&rules, "authz-rule", `add a SubjectAccessReview allow rule at startup, as JSON, e.g. '{"users":["alice"],"verbs":["list","watch"],"apiGroups":[""],"resources":["configmaps"],"namespaces":["ns1"]}' (repeatable, in order; same as an element of PUT /_fake/authz/rules)`)
 	flag.Usage = func() {
-		fmt.Fprintf(flag.CommandLine.Output(), "Usage: fake-apiserver [flags]\n\nA fake Kubernetes API server with fault injection (see testing/apiserver/README.md).\nControl endpoint: /_fake/faults, /_fake/seed, /_fake/churn, /_fake/resources, /_fake/stats.\n\nFlags:\n")
+		fmt.Fprintf(flag.CommandLine.Output(), "Usage: fake-apiserver [flags]\n\nA fake Kubernetes API server with fault injection (see testing/apiserver/README.md).\nControl endpoint: /_fake/faults, /_fake/seed, /_fake/churn, /_fake/resources, /_fake/tokens, /_fake/authz/rules, /_fake/stats.\n\nFlags:\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
 
 	opts := server.Options{Addr: *addr, TLS: *useTLS, Token: *token, H2C: *h2c, HistorySize: *history,
-		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources, DisableManagedFields: !*managed}
+		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources, DisableManagedFields: !*managed,
+		Tokens: tokens, AuthzRules: rules}
 	if *verbose {
 		logger := log.New(os.Stderr, "fake-apiserver: ", log.LstdFlags|log.Lmicroseconds)
 		opts.Logf = logger.Printf

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"informerd/testing/kube/kubetest"
+)
+
+// manifest is one object of a file under deploy/.
+type manifest struct {
+	where string // file:document
+	obj   *unstructured.Unstructured
+}
+
+// loadManifests reads every deploy/**/*.yaml (and .yml), strictly: a
+// duplicate key or a document that is not an object fails.
+func loadManifests(t *testing.T, root string) []manifest {
+	t.Helper()
+	var out []manifest
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || (!strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml")) {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+		for i := 1; ; i++ {
+			doc, err := r.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return err
+			}
+			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+				continue
+			}
+			j, err := yaml.YAMLToJSONStrict(doc)
+			if err != nil {
+				t.Errorf("%s document %d: %v", path, i, err)
+				continue
+			}
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON(j); err != nil {
+				t.Errorf("%s document %d: %v", path, i, err)
+				continue
+			}
+			out = append(out, manifest{where: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path) + ":" + u.GetKind() + "/" + u.GetName(), obj: u})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) == 0 {
+		t.Fatalf("no manifests under %s", root)
+	}
+	return out
+}
+
+func stripComments(doc []byte) []byte {
+	var b bytes.Buffer
+	for _, l := range bytes.Split(doc, []byte("\n")) {
+		if !bytes.HasPrefix(bytes.TrimSpace(l), []byte("#")) {
+			b.Write(l)
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+// TestDeployManifests creates every object under deploy/ on the real
+// kube-apiserver with server-side dry run and strict field validation
+// (unknown or duplicate fields fail), then creates them for real and checks
+// with SubjectAccessReviews that the RBAC grants what deploy/README.md says,
+// and no more.
+func TestDeployManifests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real kube-apiserver")
+	}
+	ms := loadManifests(t, filepath.Join("..", "..", "..", "deploy"))
+	s := kubetest.Start(t)
+	cfg := kubetest.RESTConfig(t, s.Kubeconfig)
+	cfg.Timeout = 30 * time.Second
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	create := func(m manifest, dryRun bool) error {
+		gvk := m.obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		opts := metav1.CreateOptions{FieldValidation: "Strict", FieldManager: "deploy-test"}
+		if dryRun {
+			opts.DryRun = []string{metav1.DryRunAll}
+		}
+		var ri dynamic.ResourceInterface = dyn.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			if m.obj.GetNamespace() == "" {
+				return errors.New("namespaced object without metadata.namespace")
+			}
+			ri = dyn.Resource(mapping.Resource).Namespace(m.obj.GetNamespace())
+		} else if m.obj.GetNamespace() != "" {
+			return errors.New("cluster-scoped object with metadata.namespace")
+		}
+		_, err = ri.Create(ctx, m.obj.DeepCopy(), opts)
+		return err
+	}
+
+	// Namespaces first (a dry run does not create them, and the objects in
+	// them would be refused without them), then everything else.
+	for _, m := range ms {
+		if m.obj.GetKind() != "Namespace" {
+			continue
+		}
+		if err := create(m, true); err != nil {
+			t.Fatalf("%s: dry run: %v", m.where, err)
+		}
+		if err := create(m, false); err != nil {
+			t.Fatalf("%s: %v", m.where, err)
+		}
+	}
+	for _, m := range ms {
+		if m.obj.GetKind() == "Namespace" {
+			continue
+		}
+		if err := create(m, true); err != nil {
+			t.Errorf("%s: dry run: %v", m.where, err)
+		} else {
+			t.Logf("%s: ok", m.where)
+		}
+	}
+	if t.Failed() {
+		t.FailNow()
+	}
+	// The check does catch a field the API does not know.
+	for _, m := range ms {
+		if m.obj.GetKind() != "ClusterRole" {
+			continue
+		}
+		bad := manifest{where: m.where, obj: m.obj.DeepCopy()}
+		bad.obj.Object["rulez"] = []any{}
+		if err := create(bad, true); err == nil || !strings.Contains(err.Error(), `unknown field "rulez"`) {
+			t.Fatalf("an unknown field passed the dry run: %v", err)
+		}
+		break
+	}
+
+	// Create them for real and ask the API server what they grant.
+	for _, m := range ms {
+		if m.obj.GetKind() == "Namespace" {
+			continue
+		}
+		if err := create(m, false); err != nil {
+			t.Fatalf("%s: %v", m.where, err)
+		}
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := func(ns, name string) (string, []string) {
+		return "system:serviceaccount:" + ns + ":" + name, []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	type check struct {
+		user     string
+		groups   []string
+		ns, verb string
+		group    string
+		resource string
+		name     string
+		allowed  bool
+	}
+	daemon, daemonGroups := sa("informerd", "informerd")
+	ctrl, ctrlGroups := sa("team-a", "my-controller")
+	checks := []check{
+		// informerd itself.
+		{daemon, daemonGroups, "", "create", "authentication.k8s.io", "tokenreviews", "", true},
+		{daemon, daemonGroups, "", "create", "authorization.k8s.io", "subjectaccessreviews", "", true},
+		{daemon, daemonGroups, "", "list", "", "configmaps", "", true},
+		{daemon, daemonGroups, "", "watch", "", "secrets", "", true},
+		{daemon, daemonGroups, "team-a", "watch", "", "configmaps", "", true},
+		{daemon, daemonGroups, "team-a", "get", "", "secrets", "s", false},
+		{daemon, daemonGroups, "team-a", "create", "", "configmaps", "", false},
+		{daemon, daemonGroups, "", "list", "", "pods", "", false},
+		{daemon, daemonGroups, "informerd", "create", "coordination.k8s.io", "leases", "", true},
+		{daemon, daemonGroups, "informerd", "get", "coordination.k8s.io", "leases", "informerd", true},
+		{daemon, daemonGroups, "informerd", "update", "coordination.k8s.io", "leases", "informerd", true},
+		{daemon, daemonGroups, "informerd", "update", "coordination.k8s.io", "leases", "other", false},
+		{daemon, daemonGroups, "kube-system", "get", "coordination.k8s.io", "leases", "informerd", false},
+		{daemon, daemonGroups, "", "create", "coordination.k8s.io", "leases", "", false},
+		// A controller using informerd.
+		{ctrl, ctrlGroups, "", "work", "informerd.io", "queues", "my-queue", true},
+		{ctrl, ctrlGroups, "", "get", "informerd.io", "queues", "my-queue", true},
+		{ctrl, ctrlGroups, "", "update", "informerd.io", "queues", "my-queue", true},
+		{ctrl, ctrlGroups, "", "delete", "informerd.io", "queues", "my-queue", false},
+		{ctrl, ctrlGroups, "", "work", "informerd.io", "queues", "other-queue", false},
+		{ctrl, ctrlGroups, "team-a", "list", "", "configmaps", "", true},
+		{ctrl, ctrlGroups, "team-a", "watch", "", "configmaps", "", true},
+		{ctrl, ctrlGroups, "", "list", "", "configmaps", "", false},
+		{ctrl, ctrlGroups, "team-b", "list", "", "configmaps", "", false},
+		{ctrl, ctrlGroups, "team-a", "list", "", "secrets", "", false},
+		{ctrl, ctrlGroups, "", "admin", "informerd.io", "daemon", "", false},
+		// Operators.
+		{"op", []string{"informerd-admins", "system:authenticated"}, "", "admin", "informerd.io", "daemon", "", true},
+		{"op", []string{"system:authenticated"}, "", "admin", "informerd.io", "daemon", "", false},
+	}
+	for _, c := range checks {
+		r, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: c.user, Groups: c.groups,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: c.ns, Verb: c.verb, Group: c.group, Resource: c.resource, Name: c.name},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status.Allowed != c.allowed {
+			t.Errorf("%s %s %s.%s %q in %q: allowed=%v (%s), want %v", c.user, c.verb, c.resource, c.group, c.name, c.ns, r.Status.Allowed, r.Status.Reason, c.allowed)
+		}
+	}
+}

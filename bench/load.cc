@@ -14,6 +14,9 @@
 //
 // Flags (--name=value; durations like 10s or 500ms; bools as --name, --name=true or =false):
 //   --target=ADDR          informerd's gRPC address (host:port or unix:///path). Required.
+//   --tls_ca=PATH          connect with TLS, trusting this CA (PEM) for the daemon's certificate.
+//   --token_file=PATH      send the bearer token in this file with every call (needs --tls_ca;
+//                          informerd authenticates it with a TokenReview).
 //   --duration=10s         how long the measured phase runs.
 //   --queue=NAME           the queue to load (created when missing); workers need it.
 //   --adders=1             threads calling Queues.Add (0: no adds).
@@ -55,7 +58,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -72,6 +77,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -100,6 +106,8 @@ void SleepUntilNs(int64_t deadline_ns) {
 
 struct Options {
   std::string target;
+  std::string tls_ca;      // PEM, read from --tls_ca
+  std::string token;       // read from --token_file
   absl::Duration duration = absl::Seconds(10);
   std::string queue;
   int adders = 1;
@@ -184,6 +192,20 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
     } else if (name == "target") {
       s = need_value();
       o.target = value;
+    } else if (name == "tls_ca" || name == "token_file") {
+      s = need_value();
+      if (s.ok()) {
+        std::ifstream in(value);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in) {
+          s = absl::InvalidArgumentError(absl::StrCat("--", name, ": cannot read \"", value, "\""));
+        } else if (name == "tls_ca") {
+          o.tls_ca = text.str();
+        } else {
+          o.token = std::string(absl::StripAsciiWhitespace(text.str()));
+        }
+      }
     } else if (name == "duration") {
       if (s = need_value(); s.ok() && (!absl::ParseDuration(value, &o.duration) ||
                                        o.duration <= absl::ZeroDuration())) {
@@ -258,6 +280,9 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
   // Without a queue the default worker is not wanted (an explicit --workers still needs one).
   if (o.queue.empty() && !workers_given) o.workers = 0;
   if (o.target.empty()) return absl::InvalidArgumentError("--target: required (host:port)");
+  if (!o.token.empty() && o.tls_ca.empty()) {
+    return absl::InvalidArgumentError("--token_file: needs --tls_ca (tokens travel over TLS only)");
+  }
   if (o.in_flight < o.batch) {
     return absl::InvalidArgumentError("--in_flight: must be at least --batch");
   }
@@ -399,13 +424,20 @@ class Errors {
 std::string KeyName(int i) { return absl::StrFormat("load/key-%08d", i); }
 std::string ObjectName(int i) { return absl::StrFormat("load-%06d", i); }
 
-std::shared_ptr<grpc::Channel> NewChannel(const std::string& target, int index) {
+std::shared_ptr<grpc::Channel> NewChannel(const Options& o, int index) {
   grpc::ChannelArguments args;
   // A distinct argument gives each channel its own connection (as separate worker processes
   // would have).
   args.SetInt("informerd.load.channel", index);
   args.SetMaxReceiveMessageSize(64 << 20);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!o.tls_ca.empty()) {
+    creds = grpc::SslCredentials(grpc::SslCredentialsOptions{.pem_root_certs = o.tls_ca});
+    if (!o.token.empty()) {
+      creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(o.token));
+    }
+  }
+  return grpc::CreateCustomChannel(o.target, creds, args);
 }
 
 // ---- The load ---------------------------------------------------------------------------------
@@ -415,7 +447,7 @@ class Load {
   explicit Load(Options options) : o_(std::move(options)) {}
 
   int Run() {
-    channel_ = NewChannel(o_.target, 0);
+    channel_ = NewChannel(o_, 0);
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return Fail(absl::StrCat("cannot connect to --target=", o_.target, " within 10s"));
     }
@@ -590,7 +622,7 @@ class Load {
   // -- Threads --
 
   void Adder(int index) {
-    auto stub = v1::Queues::NewStub(NewChannel(o_.target, 1000 + index));
+    auto stub = v1::Queues::NewStub(NewChannel(o_, 1000 + index));
     const double rate = o_.add_rate / o_.adders;
     // At a set rate, batches hold at most 10 ms of keys so that batching adds little latency.
     int batch = o_.add_batch;
@@ -628,7 +660,7 @@ class Load {
   }
 
   void Worker(int index, grpc::ClientContext* ctx, Recorder* recorder) {
-    auto stub = v1::Work::NewStub(NewChannel(o_.target, index + 1));
+    auto stub = v1::Work::NewStub(NewChannel(o_, index + 1));
     auto stream = stub->Process(ctx);
     v1::ProcessRequest start;
     start.mutable_start()->set_queue(o_.queue);
@@ -723,7 +755,7 @@ class Load {
   }
 
   void Getter(Recorder* recorder) {
-    auto stub = v1::Informers::NewStub(NewChannel(o_.target, 2000));
+    auto stub = v1::Informers::NewStub(NewChannel(o_, 2000));
     v1::GetRequest req;
     req.set_informer_id(o_.informer);
     req.set_key(o_.get_key);
@@ -784,7 +816,7 @@ class Load {
   void Measure() {
     tracking_ = o_.adders > 0 || o_.change_rate > 0;
     for (int i = 0; i < std::min(o_.subscribers, 8); ++i) {
-      subscriber_channels_.push_back(NewChannel(o_.target, 3000 + i));
+      subscriber_channels_.push_back(NewChannel(o_, 3000 + i));
     }
     std::vector<std::thread> threads;
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts;

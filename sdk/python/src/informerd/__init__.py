@@ -23,6 +23,7 @@ from informerd.errors import (
     PermissionDenied,
     ResourceExhausted,
     Timeout,
+    Unauthenticated,
     Unavailable,
 )
 from informerd.informers import (
@@ -75,6 +76,7 @@ __all__ = [
     "Synced",
     "TerminalError",
     "Timeout",
+    "Unauthenticated",
     "Unavailable",
     "Updated",
     "Watch",

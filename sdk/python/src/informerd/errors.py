@@ -75,11 +75,14 @@ class FailedPrecondition(InformerdError):
 
 
 class ResourceExhausted(InformerdError):
-    """A limit was reached (e.g. SUBSCRIBER_LIMIT)."""
+    """A limit was reached (e.g. SUBSCRIBER_LIMIT; CALLER_LIMIT: one of the caller's own limits,
+    named by ``metadata["limit"]``: informers, queues, streams or inFlight)."""
 
 
 class Unavailable(InformerdError):
-    """The daemon cannot be reached or is shutting down: retry with backoff."""
+    """The daemon cannot be reached or is shutting down: retry with backoff. Also
+    AUTHORIZATION_UNAVAILABLE: the daemon could not ask the cluster whether to allow the call
+    (the API server down), so it refused it."""
 
 
 class Timeout(InformerdError):
@@ -87,7 +90,16 @@ class Timeout(InformerdError):
 
 
 class PermissionDenied(InformerdError):
-    """The caller is not authenticated, or not allowed to do this."""
+    """The caller is not allowed to do this (PERMISSION_DENIED, reason FORBIDDEN: the cluster's
+    SubjectAccessReview refused it; ``metadata`` names the ``user``, ``verb``, ``group``,
+    ``resource``, ``namespace`` and ``name`` refused). Also the base of :class:`Unauthenticated`.
+    Do not retry: fix the caller's RBAC."""
+
+
+class Unauthenticated(PermissionDenied):
+    """The daemon does not know who the caller is (UNAUTHENTICATED, reason NOT_AUTHENTICATED):
+    no credentials, or a bearer token the cluster rejected (invalid, expired, another
+    audience). A :class:`PermissionDenied`, so code that catches that catches this too."""
 
 
 class Cancelled(InformerdError):
@@ -120,7 +132,7 @@ _BY_CODE: dict[grpc.StatusCode, type[InformerdError]] = {
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.DEADLINE_EXCEEDED: Timeout,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.UNAUTHENTICATED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.CANCELLED: Cancelled,
 }
 

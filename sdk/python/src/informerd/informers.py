@@ -526,6 +526,7 @@ class Informer:
     def watch(
         self,
         *,
+        namespace: str = "",
         buffer_size: int = 0,
         max_batch: int = 0,
         include_old_object: bool = False,
@@ -536,6 +537,9 @@ class Informer:
         """The informer's events: the current objects as :class:`Added` (``initial``), then
         :class:`Synced`, then every change — each key's changes in order (across keys, in the
         order each key first had a change pending, as client-go's DeltaFIFO hands them out).
+        ``namespace`` limits the stream to that namespace's objects ("" for all the informer
+        has): a caller allowed to list and watch the resource in one namespace only reads a
+        cluster-wide informer this way (as with ``list(namespace=)`` and ``get("ns/name")``).
         ``buffer_size`` is how many events the daemon keeps for this subscriber before it
         re-snapshots (:class:`Resnapshot`; 0: 4096), ``max_batch`` / ``max_batch_bytes`` bound
         each response (0: 256 events, 2 MiB), ``include_old_object`` fills
@@ -547,6 +551,7 @@ class Informer:
         ``async with``) to stop."""
         request = informers_pb2.WatchRequest(
             informer_id=self.id,
+            namespace=namespace,
             buffer_size=_count("buffer_size", buffer_size),
             max_batch=_count("max_batch", max_batch),
             include_old_object=include_old_object,

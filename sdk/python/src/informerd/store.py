@@ -118,6 +118,9 @@ class Store:
         on_add, on_update, on_delete: event handlers (functions or coroutine functions), called
             in order, one at a time, after the Store applied the change. A handler that raises is
             logged and the Store goes on.
+        namespace: mirror only this namespace's objects ("" for all the informer has); a
+            caller allowed to read one namespace mirrors its slice of a cluster-wide informer
+            this way.
         buffer_size, max_batch, max_batch_bytes: the Watch stream's (see
             :meth:`Informer.watch`).
         backoff: spaces reconnect attempts.
@@ -131,6 +134,7 @@ class Store:
         on_add: OnAdd | None = None,
         on_update: OnUpdate | None = None,
         on_delete: OnDelete | None = None,
+        namespace: str = "",
         buffer_size: int = 0,
         max_batch: int = 0,
         max_batch_bytes: int = 0,
@@ -155,6 +159,7 @@ class Store:
         self._on_add = on_add
         self._on_update = on_update
         self._on_delete = on_delete
+        self.namespace = namespace
         self._watch_request = (buffer_size, max_batch, max_batch_bytes, backoff)
         self._open_watch()  # checks the arguments now, as Informer.watch does
         self._items: dict[str, KubeObject] = {}
@@ -252,6 +257,7 @@ class Store:
     def _open_watch(self) -> Watch:
         buffer_size, max_batch, max_batch_bytes, backoff = self._watch_request
         return self.informer.watch(
+            namespace=self.namespace,
             buffer_size=buffer_size,
             max_batch=max_batch,
             max_batch_bytes=max_batch_bytes,

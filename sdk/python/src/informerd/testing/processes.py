@@ -197,19 +197,34 @@ class FakeApiServer(ApiServer):
 
 
 class KubeApiServer(ApiServer):
-    """A real kube-apiserver with embedded etcd (testing/kube), admin kubeconfig."""
+    """A real kube-apiserver with embedded etcd (testing/kube).
+
+    ``kubeconfig`` is the admin's (user ``admin``, group ``system:masters``),
+    ``unprivileged_kubeconfig`` an unprivileged user's (``unprivileged``, group
+    ``informerd:unprivileged``, no RBAC bindings), ``url`` the server's address and ``pid`` its
+    process (not a child of the caller). The server keeps its credentials in a private directory
+    under ``work_dir``; :attr:`service_account_key` is the RSA key it signs service-account
+    tokens with (for tests that forge tokens: expired ones, say)."""
 
     def __init__(self, workdir: Path, timeout_s: float = 180) -> None:
         self.kubeconfig = workdir / "kube.kubeconfig"
+        self.unprivileged_kubeconfig = workdir / "kube-unprivileged.kubeconfig"
+        self.work_dir = workdir / "kube-work"
+        self.work_dir.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [
                 str(find_binary("kube-start")),
                 "--kubeconfig-out",
                 str(self.kubeconfig),
+                "--unprivileged-kubeconfig-out",
+                str(self.unprivileged_kubeconfig),
                 "--log",
                 str(workdir / "kube.log"),
                 "--timeout",
                 str(int(timeout_s)),
+                "--",
+                "--work-dir",
+                str(self.work_dir),
             ],
             capture_output=True,
             text=True,
@@ -222,6 +237,17 @@ class KubeApiServer(ApiServer):
             raise RuntimeError(f"testing/kube/start printed no pid: {done.stdout}")
         self.pid = int(m.group(1))
         self.server = re.search(r"^server: (\S+)$", done.stdout, re.M)
+        self.url = self.server.group(1) if self.server else ""
+
+    @property
+    def service_account_key(self) -> Path:
+        """The PEM RSA private key the server signs (and verifies) service-account tokens with."""
+        keys = sorted(self.work_dir.glob("kube-testserver-*/service-account.key"))
+        if len(keys) != 1:
+            raise FileNotFoundError(
+                f"want one service-account.key under {self.work_dir}, found {keys}"
+            )
+        return keys[0]
 
     @classmethod
     def start(cls, workdir: Path | None = None) -> KubeApiServer:

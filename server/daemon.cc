@@ -339,6 +339,8 @@ void Daemon::Shutdown() {
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
     server_->Wait();
   }
+  // No stream is left to re-authorize, and the services its revocations reach go next.
+  if (guard_ != nullptr) guard_->StopRechecks();
   if (http_ != nullptr) {
     http_->stop();
     if (http_thread_.joinable()) http_thread_.join();

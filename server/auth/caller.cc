@@ -1,5 +1,7 @@
 #include "server/auth/caller.h"
 
+#include <algorithm>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -92,6 +94,9 @@ Identity IdentityFromSubject(const std::string& subject) {
     current.push_back(c);
   }
   parts.push_back(std::move(current));
+  // RFC 2253 writes the last RDN first: read them in the certificate's order, so that groups
+  // keep the order of its O values (as kube-apiserver lists them).
+  std::reverse(parts.begin(), parts.end());
   for (std::string& part : parts) {
     const size_t eq = part.find('=');
     if (eq == std::string::npos) continue;

@@ -72,7 +72,8 @@ class Callers {
 };
 
 // The user and groups of a client certificate from gRPC's "x509_subject" auth property (RFC 2253,
-// e.g. "CN=alice,O=dev,O=ops"): user = CN, groups = every O, as kube-apiserver maps them.
+// last RDN first, e.g. "CN=alice,O=ops,O=dev" for O=dev, O=ops, CN=alice): user = CN, groups =
+// every O in the certificate's order, as kube-apiserver maps them.
 // Escaped characters ("\,", "\+", hex "\2C") are unescaped. An empty user when there is no CN.
 Identity IdentityFromSubject(const std::string& subject);
 

@@ -128,14 +128,70 @@ Guard::Guard(GuardOptions options, client::Client* reviews, MetricsRegistry* met
   access_review_seconds_ = metrics_->GetHistogram(
       "informerd_subject_access_review_duration_seconds",
       "SubjectAccessReview round trips to the API server", {}, ReviewBuckets());
+  revoked_ = metrics_->GetCounter("informerd_authorization_streams_revoked_total",
+                                  "Open streams ended because their caller lost access", {});
   if (!options_.insecure_allow_unauthenticated) {
     for (int i = 0; i < std::max(1, options_.review_threads); ++i) {
       threads_.emplace_back([this] { Work(); });
     }
+    rechecker_ = std::thread([this] { Recheck(); });
   }
 }
 
+void Ticket::OnRevoked(absl::AnyInvocable<void(const absl::Status&)> revoke) {
+  if (guard_ == nullptr || caller_ == nullptr || requirement_ == nullptr) return;
+  watch_ = guard_->WatchStream(caller_, *requirement_, std::move(revoke));
+}
+
+std::shared_ptr<StreamWatch> Guard::WatchStream(
+    std::shared_ptr<Caller> caller, const Requirement& requirement,
+    absl::AnyInvocable<void(const absl::Status&)> revoke) {
+  auto w = std::make_shared<StreamWatch>();
+  w->caller = std::move(caller);
+  w->requirement = requirement;
+  w->revoke = std::move(revoke);
+  MutexLock lock(&streams_mu_);
+  if (!rechecks_stopped_) streams_.push_back(w);
+  return w;
+}
+
+void Guard::Recheck() {
+  // Half the shorter TTL: a decision that changes is seen within 1.5 TTLs of the change.
+  const absl::Duration period =
+      std::max(absl::Milliseconds(100), std::min(options_.allow_ttl, options_.deny_ttl) / 2);
+  for (;;) {
+    std::vector<std::shared_ptr<StreamWatch>> open;
+    {
+      MutexLock lock(&streams_mu_);
+      streams_mu_.AwaitWithDeadline(
+          [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(streams_mu_) { return rechecks_stopped_; },
+          absl::Now() + period);
+      if (rechecks_stopped_) return;
+      std::erase_if(streams_, [](const auto& w) { return !w->open.load(); });
+      open = streams_;
+    }
+    for (const std::shared_ptr<StreamWatch>& w : open) {
+      if (!w->open.load()) continue;
+      absl::Status s = Decide(*w->caller, w->requirement, /*may_review=*/true);
+      if (s.code() != absl::StatusCode::kPermissionDenied || !w->open.exchange(false)) continue;
+      revoked_->Inc();
+      w->revoke(s);
+    }
+  }
+}
+
+void Guard::StopRechecks() {
+  {
+    MutexLock lock(&streams_mu_);
+    if (rechecks_stopped_) return;
+    rechecks_stopped_ = true;
+    streams_.clear();
+  }
+  if (rechecker_.joinable()) rechecker_.join();
+}
+
 Guard::~Guard() {
+  StopRechecks();
   std::deque<Job> left;
   {
     MutexLock lock(&jobs_mu_);
@@ -326,6 +382,10 @@ absl::Status Guard::CheckInline(grpc::CallbackServerContext* context, CallKind k
     return s;
   }
   if (absl::Status a = Admit(caller, kind, ticket); !a.ok()) return a;
+  if (kind == CallKind::kStream) {
+    ticket->guard_ = this;
+    ticket->requirement_ = std::make_shared<Requirement>(**requirement);
+  }
   allowed_->Inc();
   return absl::OkStatus();
 }
@@ -434,6 +494,10 @@ void Guard::RunJob(Job& job) {
   if (absl::Status a = Admit(caller, job.kind, &ticket); !a.ok()) {
     job.deny(a);
     return;
+  }
+  if (job.kind == CallKind::kStream) {
+    ticket.guard_ = this;
+    ticket.requirement_ = std::make_shared<Requirement>(*job.requirement);
   }
   allowed_->Inc();
   job.allowed(std::move(ticket));

@@ -106,18 +106,30 @@ inline RequirementFn Need(Requirement r) {
   return [r = std::move(r)]() -> absl::StatusOr<Requirement> { return r; };
 }
 
+class Guard;
+
+// An open stream the guard authorizes again while it lives (Ticket::OnRevoked).
+struct StreamWatch {
+  std::shared_ptr<Caller> caller;
+  Requirement requirement;
+  absl::AnyInvocable<void(const absl::Status&)> revoke;
+  std::atomic<bool> open{true};
+};
+
 // A caller's admission to one call: holds its in-flight or stream slot until destroyed.
 class Ticket {
  public:
   Ticket() = default;
   Ticket(std::shared_ptr<Caller> caller, std::atomic<int>* slot)
       : caller_(std::move(caller)), slot_(slot) {}
-  Ticket(Ticket&& other) noexcept
-      : caller_(std::move(other.caller_)), slot_(std::exchange(other.slot_, nullptr)) {}
+  Ticket(Ticket&& other) noexcept { *this = std::move(other); }
   Ticket& operator=(Ticket&& other) noexcept {
     Release();
     caller_ = std::move(other.caller_);
     slot_ = std::exchange(other.slot_, nullptr);
+    guard_ = std::exchange(other.guard_, nullptr);
+    requirement_ = std::move(other.requirement_);
+    watch_ = std::move(other.watch_);
     return *this;
   }
   ~Ticket() { Release(); }
@@ -125,15 +137,31 @@ class Ticket {
   // nullptr when nothing is checked (insecure, or a service without a guard).
   Caller* caller() const { return caller_.get(); }
   const std::shared_ptr<Caller>& shared_caller() const { return caller_; }
-  // Gives the slot back early (the call is answered; the ticket object lives on).
+  // Gives the slot back early (the call is answered; the ticket object lives on), and ends the
+  // stream's re-authorization.
   void Release() {
     if (slot_ != nullptr) slot_->fetch_sub(1, std::memory_order_relaxed);
     slot_ = nullptr;
+    if (watch_ != nullptr) watch_->open.store(false);
+    watch_.reset();
   }
 
+  // For a stream: while this ticket lives, the guard checks the stream's requirement again as
+  // cached decisions expire, and calls `revoke` with the refusal once the caller is definitely
+  // no longer allowed (PERMISSION_DENIED; a review that cannot be made ends nothing). `revoke`
+  // runs on the guard's thread with none of its locks held, at most once, and possibly just
+  // after the stream ended: it must find the stream safely (a weak_ptr, a registry) and not
+  // block. A no-op without a guard.
+  void OnRevoked(absl::AnyInvocable<void(const absl::Status&)> revoke);
+
  private:
+  friend class Guard;
   std::shared_ptr<Caller> caller_;
   std::atomic<int>* slot_ = nullptr;
+  // Set by the guard for admitted streams.
+  Guard* guard_ = nullptr;
+  std::shared_ptr<Requirement> requirement_;
+  std::shared_ptr<StreamWatch> watch_;
 };
 
 class Guard {
@@ -198,6 +226,10 @@ class Guard {
   // Cached entries (for tests and Admin).
   size_t cached_decisions() const;
 
+  // Ends the re-authorization of open streams (the daemon calls it once no stream is left, before
+  // the services whose streams it would revoke go). Also done by the destructor.
+  void StopRechecks();
+
  private:
   struct Job {
     grpc::CallbackServerContext* context;
@@ -237,6 +269,11 @@ class Guard {
   void Enqueue(Job job);
   void RunJob(Job& job);
   void Work();
+  friend class Ticket;
+  std::shared_ptr<StreamWatch> WatchStream(std::shared_ptr<Caller> caller,
+                                           const Requirement& requirement,
+                                           absl::AnyInvocable<void(const absl::Status&)> revoke);
+  void Recheck();
 
   const GuardOptions options_;
   Clock* const clock_;
@@ -255,6 +292,12 @@ class Guard {
   std::deque<Job> jobs_ ABSL_GUARDED_BY(jobs_mu_);
   bool stopping_ ABSL_GUARDED_BY(jobs_mu_) = false;
   std::vector<std::thread> threads_;
+
+  Mutex streams_mu_;
+  std::vector<std::shared_ptr<StreamWatch>> streams_ ABSL_GUARDED_BY(streams_mu_);
+  bool rechecks_stopped_ ABSL_GUARDED_BY(streams_mu_) = false;
+  std::thread rechecker_;
+  Counter* revoked_ = nullptr;
 
   Counter* token_hits_ = nullptr;
   Counter* token_misses_ = nullptr;

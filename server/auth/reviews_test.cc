@@ -82,14 +82,15 @@ TEST(ReviewsTest, DescribesAttributesAsPeopleReadThem) {
 }
 
 TEST(CallerTest, CertificateSubjectsMapToUserAndGroups) {
-  Identity id = IdentityFromSubject("CN=alice,O=dev,O=system:masters");
+  // RFC 2253 order: the certificate's last RDN first.
+  Identity id = IdentityFromSubject("CN=alice,O=system:masters,O=dev");
   EXPECT_EQ(id.user, "alice");
   EXPECT_THAT(id.groups, ElementsAre("dev", "system:masters"));
   EXPECT_EQ(id.method, "certificate");
   // Escapes (RFC 2253) and multi-valued RDNs.
   id = IdentityFromSubject("CN=bob\\, jr+O=a\\2Cb,OU=x,O=team");
   EXPECT_EQ(id.user, "bob, jr");
-  EXPECT_THAT(id.groups, ElementsAre("a,b", "team"));
+  EXPECT_THAT(id.groups, ElementsAre("team", "a,b"));
   EXPECT_EQ(IdentityFromSubject("O=only-a-group").user, "");
 }
 

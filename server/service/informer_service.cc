@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -320,6 +321,15 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
     timer_->ArmAt(absl::InfinitePast());
   }
 
+  // The caller lost access (the guard's re-authorization): ends the stream with `status`.
+  void Revoke(grpc::Status status) {
+    MutexLock lock(&mu_);
+    revoked_ = std::move(status);
+    if (busy_ || finished_) return;
+    busy_ = true;
+    timer_->ArmAt(absl::InfinitePast());
+  }
+
   // The informer was deleted.
   void Kick() {
     MutexLock lock(&mu_);
@@ -412,7 +422,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
       }
       if (popped) continue;  // every event was of other namespaces: there may be more
       MutexLock lock(&mu_);
-      if (wake_pending_ || cancelled_ || deleted_) continue;
+      if (wake_pending_ || cancelled_ || deleted_ || revoked_.has_value()) continue;
       if (!synced_sent_) {
         // Nothing to pop but not synced yet (e.g. an empty list): look again soon.
         timer_->ArmAt(service_->clock_->Now() + service_->options_.sync_poll_interval);
@@ -426,10 +436,16 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   // Finishes (and returns true) when the client went away or the informer was deleted.
   bool Stopping() {
     bool cancelled, deleted;
+    std::optional<grpc::Status> revoked;
     {
       MutexLock lock(&mu_);
       cancelled = cancelled_;
       deleted = deleted_;
+      revoked = revoked_;
+    }
+    if (revoked.has_value()) {
+      FinishNow(*std::move(revoked));
+      return true;
     }
     if (cancelled) {
       FinishNow(grpc::Status::CANCELLED);
@@ -506,6 +522,7 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   bool wake_pending_ ABSL_GUARDED_BY(mu_) = false;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   bool deleted_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<grpc::Status> revoked_ ABSL_GUARDED_BY(mu_);
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   // Last: destroyed first, waiting for a running Pump while the rest is intact.
   const std::unique_ptr<Timer> timer_;
@@ -553,6 +570,13 @@ void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::Informe
   state->set_lists(status.list_requests);
   state->set_watches(status.watches_started);
   state->set_events(status.events);
+}
+
+void InformerService::RevokeWatch(const std::string& id, WatchReactor* reactor,
+                                  const absl::Status& status) {
+  MutexLock lock(&mu_);
+  auto it = subscribers_.find(id);
+  if (it != subscribers_.end() && it->second.contains(reactor)) reactor->Revoke(ToGrpc(status));
 }
 
 void InformerService::RemoveSubscriber(const std::string& id, WatchReactor* reactor) {
@@ -803,7 +827,6 @@ void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& 
     reactor->Abort(ToGrpc(InformerNotFound(id)));
     return;
   }
-  reactor->Admit(informer, std::move(ticket));
   uint64_t n = 0;
   absl::Status exhausted;  // why the stream is refused, if it is
   {
@@ -834,6 +857,9 @@ void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& 
     reactor->Abort(ToGrpc(exhausted));
     return;
   }
+  // Registered: a revocation finds the reactor among the subscribers while it lives.
+  ticket.OnRevoked([this, id, reactor](const absl::Status& s) { RevokeWatch(id, reactor, s); });
+  reactor->Admit(informer, std::move(ticket));
   absl::StatusOr<std::shared_ptr<informer::ProcessorListener>> listener = informer->AddListener(
       {.name = absl::StrCat("watch-", n),
        .buffer_size = request.buffer_size() == 0 ? kDefaultWatchBuffer : request.buffer_size(),

@@ -104,6 +104,8 @@ class InformerService final : public v1::Informers::CallbackService {
   class WatchReactor;
 
   void RemoveSubscriber(const std::string& id, WatchReactor* reactor);
+  // Ends Watch stream `reactor` of informer `id` with `status` if it is still open.
+  void RevokeWatch(const std::string& id, WatchReactor* reactor, const absl::Status& status);
   // Registers an allowed Watch stream and starts it (or ends it with why not).
   void StartWatch(WatchReactor* reactor, const v1::WatchRequest& request, auth::Ticket ticket);
   // EnsureInformer's admission: `caller` may read the resolved resource, and may create one more

@@ -135,8 +135,21 @@ grpc::ServerUnaryReactor* QueueService::CreateQueue(grpc::CallbackServerContext*
 grpc::ServerUnaryReactor* QueueService::UpdateQueue(grpc::CallbackServerContext* context,
                                                     const v1::UpdateQueueRequest* request,
                                                     v1::QueueInfo* response) {
+  auth::RequirementFn need = Need("update", request->spec().name(), &request->spec());
+  if (request->allow_missing()) {
+    // An update that creates the queue needs create too, as kube-apiserver asks of an update
+    // that creates an object.
+    need = [this, update = std::move(need),
+            name = request->spec().name()]() mutable -> absl::StatusOr<auth::Requirement> {
+      absl::StatusOr<auth::Requirement> r = update();
+      if (r.ok() && !queues_->Get(name).ok()) {
+        r->any_of[0].push_back(auth::QueueAttributes("create", name));
+      }
+      return r;
+    };
+  }
   return Guarded(
-      context, Need("update", request->spec().name(), &request->spec()),
+      context, std::move(need),
       [this, context, request, response](grpc::ServerUnaryReactor* reactor, auth::Ticket ticket) {
         Apply(context, reactor, response, request->spec(), std::move(ticket),
               [this, allow_missing = request->allow_missing()](const v1::QueueSpec& spec) {

@@ -192,6 +192,9 @@ class WorkService::Stream final
     }
     grpc::Status s = grpc::Status::OK;
     if (!finishing) {
+      ticket.OnRevoked([weak = weak_from_this()](const absl::Status& s) {
+        if (std::shared_ptr<Stream> stream = weak.lock()) stream->RequestFinish(ToGrpc(s));
+      });
       ticket_ = std::move(ticket);
       s = HandleStart();
       // Before authorizing_ ends, so that no Finish can precede it.

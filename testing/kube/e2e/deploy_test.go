@@ -227,6 +227,7 @@ func TestDeployManifests(t *testing.T) {
 		{ctrl, ctrlGroups, "", "work", "informerd.io", "queues", "my-queue", true},
 		{ctrl, ctrlGroups, "", "get", "informerd.io", "queues", "my-queue", true},
 		{ctrl, ctrlGroups, "", "update", "informerd.io", "queues", "my-queue", true},
+		{ctrl, ctrlGroups, "", "create", "informerd.io", "queues", "my-queue", true},
 		{ctrl, ctrlGroups, "", "delete", "informerd.io", "queues", "my-queue", false},
 		{ctrl, ctrlGroups, "", "work", "informerd.io", "queues", "other-queue", false},
 		{ctrl, ctrlGroups, "team-a", "list", "", "configmaps", "", true},

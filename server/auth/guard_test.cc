@@ -1,0 +1,451 @@
+// The daemon with authentication and authorization on, end to end: a real informerd process over
+// TLS and a unix socket, the fake API server answering its TokenReviews and SubjectAccessReviews
+// from tokens and RBAC-like rules set over its control API (testing/apiserver), and gRPC clients
+// presenting tokens, client certificates or their uid. The real kube-apiserver's run of the same
+// rules is sdk/python/tests/test_auth_kube.py.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "base/eventually.h"
+#include "client/fake_apiserver.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "informerd/v1/admin.grpc.pb.h"
+#include "informerd/v1/informers.grpc.pb.h"
+#include "informerd/v1/queues.grpc.pb.h"
+#include "informerd/v1/work.grpc.pb.h"
+#include "server/service/status.h"
+#include "server/testing/daemon_process.h"
+#include "server/testing/subprocess.h"
+#include "server/testing/test_pki.h"
+
+namespace informerd {
+namespace {
+
+using ::informerd::testing::DaemonProcess;
+using ::informerd::testing::SharedApiServer;
+using ::informerd::testing::TestPki;
+using ::informerd::testing::WriteConfig;
+using ::testing::HasSubstr;
+
+const TestPki& Pki() {
+  static const TestPki* pki = new TestPki(TestPki::Create("pki").value());
+  return *pki;
+}
+
+void Control(absl::string_view method, absl::string_view path, const std::string& body) {
+  absl::StatusOr<std::string> r = SharedApiServer()->Control(method, path, body);
+  ASSERT_TRUE(r.ok()) << path << ": " << r.status();
+}
+
+// The fake API server's RBAC: `revocable` may read namespace authz-a and use queue authz-r
+// while `with_revocable`.
+void SetRules(bool with_revocable) {
+  Control("PUT", "/_fake/authz/rules", absl::StrCat(R"({"rules":[)", with_revocable ? R"(
+      {"users":["revocable"],"verbs":["list","watch"],"apiGroups":[""],
+       "resources":["configmaps"],"namespaces":["authz-a"]},
+      {"users":["revocable"],"verbs":["work","create","update","get"],
+       "apiGroups":["informerd.io"],"resources":["queues"],"resourceNames":["authz-r"]},)" : "",
+      R"(
+      {"users":["alice","bounded"],"verbs":["list","watch"],"apiGroups":[""],
+       "resources":["configmaps"],"namespaces":["authz-a"]},
+      {"users":["alice"],"verbs":["get","work","update","create"],"apiGroups":["informerd.io"],
+       "resources":["queues"],"resourceNames":["authz-q"]},
+      {"users":["bounded"],"verbs":["list","watch"],"apiGroups":[""],"resources":["configmaps"]},
+      {"users":["local-user"],"verbs":["admin"],"apiGroups":["informerd.io"],"resources":["daemon"]},
+      {"groups":["cert-group"],"verbs":["admin"],"apiGroups":["informerd.io"],"resources":["daemon"]}
+    ]})"));
+}
+
+// Tokens and rules of the fake API server, set once per test binary.
+void SetUpCluster() {
+  static bool done = [] {
+    for (const char* user : {"alice", "nobody", "bounded", "revocable"}) {
+      Control("POST", "/_fake/tokens",
+              absl::StrCat(R"({"token":"t-)", user, R"(","user":{"username":")", user,
+                           R"(","groups":["dev"]}})"));
+    }
+    SetRules(true);
+    EXPECT_TRUE(::informerd::testing::SeedConfigMaps("authz-a", 3).ok());
+    EXPECT_TRUE(::informerd::testing::SeedConfigMaps("authz-b", 3).ok());
+    return true;
+  }();
+  (void)done;
+}
+
+struct SecureDaemon {
+  DaemonProcess process;
+  std::string socket;
+};
+
+// informerd with authentication on: TLS with client CA on TCP, a unix socket whose peer uid maps
+// to "local-user", decisions cached for `ttl`.
+SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
+                   absl::Duration ttl = absl::Seconds(1)) {
+  SetUpCluster();
+  // Short: a unix socket path has at most 107 bytes, and TEST_TMPDIR is deep.
+  const std::string socket = absl::StrCat("/tmp/informerd-auth-", getpid(), "-", name, ".sock");
+  const std::string ttl_text = absl::FormatDuration(ttl);
+  const std::string config = WriteConfig(
+      name, absl::StrCat(::informerd::testing::ClusterConfigYaml(), "authentication:\n",
+                         "  cacheTTL: ", ttl_text, "\n  unixPeers: [{uid: ", getuid(),
+                         ", user: local-user}]\n", "authorization: {allowTTL: ", ttl_text,
+                         ", denyTTL: ", ttl_text, ", reviewTimeout: 1s}\n", extra_yaml));
+  absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
+      {"--config=" + config, "--listen=127.0.0.1:0", "--listen=unix://" + socket,
+       "--tls-cert=" + Pki().server_cert, "--tls-key=" + Pki().server_key,
+       "--tls-client-ca=" + Pki().ca},
+      /*secure=*/true);
+  EXPECT_TRUE(d.ok()) << d.status();
+  return {*std::move(d), socket};
+}
+
+std::shared_ptr<grpc::Channel> Tls(const SecureDaemon& d, const TestPki::Pem* client = nullptr) {
+  grpc::SslCredentialsOptions o{.pem_root_certs = Pki().ca_pem};
+  if (client != nullptr) {
+    o.pem_private_key = client->key;
+    o.pem_cert_chain = client->cert;
+  }
+  return grpc::CreateChannel(d.process.grpc, grpc::SslCredentials(o));
+}
+
+void Authorize(grpc::ClientContext* ctx, const std::string& token) {
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+std::string Reason(const grpc::Status& s) {
+  std::optional<google::rpc::ErrorInfo> info = service::GetErrorInfo(service::FromGrpc(s));
+  return info.has_value() ? info->reason() : "";
+}
+
+absl::StatusOr<v1::InformerInfo> Ensure(grpc::Channel* ch, const std::string& token,
+                                        const std::string& resource, const std::string& ns,
+                                        const std::string& labels = "") {
+  auto stub = v1::Informers::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, token);
+  v1::EnsureInformerRequest req;
+  req.mutable_spec()->mutable_resource()->set_version("v1");
+  req.mutable_spec()->mutable_resource()->set_resource(resource);
+  req.mutable_spec()->set_namespace_(ns);
+  req.mutable_spec()->set_label_selector(labels);
+  v1::InformerInfo info;
+  grpc::Status s = stub->EnsureInformer(&ctx, req, &info);
+  if (!s.ok()) return service::FromGrpc(s);
+  return info;
+}
+
+grpc::Status Get(grpc::Channel* ch, const std::string& token, const std::string& id,
+                 const std::string& key) {
+  auto stub = v1::Informers::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, token);
+  v1::GetRequest req;
+  req.set_informer_id(id);
+  req.set_key(key);
+  v1::GetResponse resp;
+  return stub->Get(&ctx, req, &resp);
+}
+
+grpc::Status ListClusters(grpc::Channel* ch, const std::string& token) {
+  auto stub = v1::Admin::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, token);
+  v1::ListClustersResponse resp;
+  return stub->ListClusters(&ctx, v1::ListClustersRequest(), &resp);
+}
+
+int64_t SubjectAccessReviews() {
+  absl::StatusOr<std::string> stats = SharedApiServer()->Control("GET", "/_fake/stats", "");
+  if (!stats.ok()) return -1;
+  const size_t at = stats->find("\"subjectAccessReviews\":");
+  if (at == std::string::npos) return -1;
+  int64_t n = -1;
+  std::string digits;
+  for (size_t i = at + 23; i < stats->size() && isdigit((*stats)[i]); ++i) digits += (*stats)[i];
+  return absl::SimpleAtoi(digits, &n) ? n : -1;
+}
+
+TEST(AuthTest, CallsWithoutAcceptedCredentialsAreRefusedBeforeAnythingIsServed) {
+  SecureDaemon d = Start("unauthenticated");
+  auto ch = Tls(d);
+  grpc::Status s = Get(ch.get(), "", "configmaps-0000000000000000", "authz-a/x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Reason(s), "NOT_AUTHENTICATED");
+  EXPECT_THAT(s.error_message(), HasSubstr("no credentials"));
+  // An unknown informer id is not revealed to an unauthenticated caller.
+  EXPECT_THAT(s.error_message(), ::testing::Not(HasSubstr("does not exist")));
+  s = Get(ch.get(), "t-forged", "configmaps-0000000000000000", "authz-a/x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("invalid bearer token"));
+  // A malformed authorization header names what is accepted.
+  auto stub = v1::Admin::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Basic YWxpY2U6cHc=");
+  v1::ListClustersResponse resp;
+  s = stub->ListClusters(&ctx, v1::ListClustersRequest(), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_THAT(s.error_message(), HasSubstr("Bearer"));
+}
+
+TEST(AuthTest, ACallerReadsWhatItsRbacAllowsAndNothingElse) {
+  SecureDaemon d = Start("rbac");
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-alice", "configmaps", "authz-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+
+  // Another user with no binding reads nothing, although the objects are cached.
+  grpc::Status s = Get(ch.get(), "t-nobody", a->id(), "authz-a/x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "FORBIDDEN");
+  EXPECT_THAT(s.error_message(), HasSubstr("user \"nobody\""));
+  EXPECT_THAT(s.error_message(), HasSubstr("list configmaps in namespace \"authz-a\""));
+
+  // Not Secrets, and not another namespace's ConfigMaps.
+  absl::StatusOr<v1::InformerInfo> secrets = Ensure(ch.get(), "t-alice", "secrets", "authz-a");
+  EXPECT_EQ(secrets.status().code(), absl::StatusCode::kPermissionDenied);
+  absl::StatusOr<v1::InformerInfo> b = Ensure(ch.get(), "t-alice", "configmaps", "authz-b");
+  EXPECT_EQ(b.status().code(), absl::StatusCode::kPermissionDenied);
+
+  // A cluster-wide informer (made by a user allowed everywhere): alice reads namespace a's slice
+  // only.
+  absl::StatusOr<v1::InformerInfo> all = Ensure(ch.get(), "t-bounded", "configmaps", "");
+  ASSERT_TRUE(all.ok()) << all.status();
+  EXPECT_TRUE(Get(ch.get(), "t-alice", all->id(), "authz-a/x").ok());
+  EXPECT_EQ(Get(ch.get(), "t-alice", all->id(), "authz-b/x").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  auto stub = v1::Informers::NewStub(ch);
+  for (const char* ns : {"authz-a", "authz-b", ""}) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-alice");
+    v1::ListRequest req;
+    req.set_informer_id(all->id());
+    req.set_namespace_(ns);
+    auto reader = stub->List(&ctx, req);
+    v1::ListResponse resp;
+    int objects = 0;
+    while (reader->Read(&resp)) {
+      for (const v1::Object& o : resp.objects()) {
+        EXPECT_EQ(o.metadata().namespace_(), "authz-a");
+        ++objects;
+      }
+    }
+    s = reader->Finish();
+    if (std::string(ns) == "authz-a") {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      EXPECT_EQ(objects, 3);
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << ns;
+      EXPECT_EQ(objects, 0);
+    }
+  }
+}
+
+TEST(AuthTest, DecisionsAreCachedForTheirTtlThenAskedAgain) {
+  SecureDaemon d = Start("cache", "", absl::Seconds(2));
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-alice", "configmaps", "authz-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  const int64_t before = SubjectAccessReviews();
+  for (int i = 0; i < 50; ++i) ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  const int64_t cached = SubjectAccessReviews();
+  // At most one refresh of list and watch if the TTL ran out during the loop.
+  EXPECT_LE(cached - before, 2);
+  absl::SleepFor(absl::Seconds(2.2));
+  ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  EXPECT_GE(SubjectAccessReviews() - cached, 2);  // list and watch asked again
+}
+
+TEST(AuthTest, AnApiServerThatCannotBeAskedMeansRefusalOnceCachedDecisionsExpire) {
+  SecureDaemon d = Start("outage", "", absl::Seconds(1));
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-alice", "configmaps", "authz-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  for (const char* resource : {"subjectaccessreviews", "tokenreviews"}) {
+    Control("POST", "/_fake/faults",
+            absl::StrCat(R"({"type":"internal-error","resource":")", resource,
+                         R"(","count":-1})"));
+  }
+  // Until the cache expires the decision stands; after, every call is refused, none allowed.
+  absl::SleepFor(absl::Seconds(1.2));
+  for (int i = 0; i < 5; ++i) {
+    grpc::Status s = Get(ch.get(), "t-alice", a->id(), "authz-a/x");
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(Reason(s), "AUTHORIZATION_UNAVAILABLE");
+  }
+  Control("DELETE", "/_fake/faults", "");
+  EXPECT_TRUE(Eventually(
+      [&] { return Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok(); }, absl::Seconds(10)));
+}
+
+TEST(AuthTest, UnixSocketPeersAndClientCertificatesAreIdentities) {
+  SecureDaemon d = Start("identities");
+  // The test's own uid is mapped to local-user, who may administer.
+  auto unix_channel =
+      grpc::CreateChannel("unix://" + d.socket, grpc::InsecureChannelCredentials());
+  EXPECT_TRUE(ListClusters(unix_channel.get(), "").ok());
+  // A token on the socket takes precedence over the uid: nobody may not.
+  EXPECT_EQ(ListClusters(unix_channel.get(), "t-nobody").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+
+  absl::StatusOr<TestPki::Pem> carol = Pki().Client("/CN=carol/O=cert-group");
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  EXPECT_TRUE(ListClusters(Tls(d, &*carol).get(), "").ok());
+  absl::StatusOr<TestPki::Pem> dave = Pki().Client("/CN=dave/O=other");
+  ASSERT_TRUE(dave.ok());
+  grpc::Status s = ListClusters(Tls(d, &*dave).get(), "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("user \"dave\" (groups: other, system:authenticated)"));
+
+  // A certificate of another CA fails the handshake: the call never reaches the daemon.
+  absl::StatusOr<TestPki> other = TestPki::Create("other-pki");
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<TestPki::Pem> mallory = other->Client("/CN=mallory/O=cert-group");
+  ASSERT_TRUE(mallory.ok());
+  s = ListClusters(Tls(d, &*mallory).get(), "");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST(AuthTest, OneCallerCannotHoldMoreThanItsLimits) {
+  SecureDaemon d = Start("limits", "callerLimits: {informers: 1, streams: 2}\n");
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> first =
+      Ensure(ch.get(), "t-bounded", "configmaps", "authz-a", "limit=one");
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::InformerInfo> second =
+      Ensure(ch.get(), "t-bounded", "configmaps", "authz-a", "limit=two");
+  ASSERT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(service::GetErrorInfo(second.status())->reason(), "CALLER_LIMIT");
+  EXPECT_EQ(service::GetErrorInfo(second.status())->metadata().at("limit"), "informers");
+  // Its own informer again is no new one; another user is not limited by it.
+  EXPECT_TRUE(Ensure(ch.get(), "t-bounded", "configmaps", "authz-a", "limit=one").ok());
+  EXPECT_TRUE(Ensure(ch.get(), "t-alice", "configmaps", "authz-a", "limit=two").ok());
+
+  auto stub = v1::Informers::NewStub(ch);
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
+    bool finished = false;
+    grpc::Status Finish() {
+      finished = true;
+      return reader->Finish();
+    }
+  };
+  std::vector<std::unique_ptr<Watch>> watches;
+  auto open = [&]() -> Watch* {
+    watches.push_back(std::make_unique<Watch>());
+    Watch* w = watches.back().get();
+    w->ctx.AddMetadata("authorization", "Bearer t-bounded");
+    v1::WatchRequest req;
+    req.set_informer_id(first->id());
+    w->reader = stub->Watch(&w->ctx, req);
+    return w;
+  };
+  v1::WatchResponse resp;
+  ASSERT_TRUE(open()->reader->Read(&resp));
+  ASSERT_TRUE(open()->reader->Read(&resp));
+  Watch* third = open();
+  EXPECT_FALSE(third->reader->Read(&resp));
+  grpc::Status s = third->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(s.error_message(), HasSubstr("callerLimits.streams"));
+  // Alice's streams are hers.
+  EXPECT_TRUE(Get(ch.get(), "t-alice", first->id(), "authz-a/x").ok());
+  // Closing one gives the slot back.
+  watches[0]->ctx.TryCancel();
+  watches[0]->Finish();
+  EXPECT_TRUE(Eventually([&] {
+    Watch* again = open();
+    if (again->reader->Read(&resp)) return true;
+    again->Finish();
+    return false;
+  }));
+  for (auto& w : watches) {
+    if (w->finished) continue;
+    w->ctx.TryCancel();
+    w->Finish();
+  }
+}
+
+TEST(AuthTest, OpenStreamsEndWhenTheirCallerLosesAccess) {
+  SecureDaemon d = Start("revoke", "", absl::Seconds(1));
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-revocable", "configmaps", "authz-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  {
+    auto queues = v1::Queues::NewStub(ch);
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-revocable");
+    v1::CreateQueueRequest req;
+    req.mutable_spec()->set_name("authz-r");
+    v1::QueueInfo info;
+    grpc::Status s = queues->CreateQueue(&ctx, req, &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  auto stub = v1::Informers::NewStub(ch);
+  grpc::ClientContext watch_ctx;
+  watch_ctx.AddMetadata("authorization", "Bearer t-revocable");
+  v1::WatchRequest req;
+  req.set_informer_id(a->id());
+  std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> watch = stub->Watch(&watch_ctx, req);
+  v1::WatchResponse resp;
+  ASSERT_TRUE(watch->Read(&resp));
+  auto work = v1::Work::NewStub(ch);
+  grpc::ClientContext work_ctx;
+  work_ctx.AddMetadata("authorization", "Bearer t-revocable");
+  auto stream = work->Process(&work_ctx);
+  v1::ProcessRequest start;
+  start.mutable_start()->set_queue("authz-r");
+  start.mutable_start()->set_max_in_flight(1);
+  ASSERT_TRUE(stream->Write(start));
+  v1::ProcessResponse started;
+  ASSERT_TRUE(stream->Read(&started));
+  ASSERT_TRUE(started.has_started());
+
+  SetRules(false);
+  const absl::Time revoked_at = absl::Now();
+  while (watch->Read(&resp)) {
+  }
+  grpc::Status s = watch->Finish();
+  const absl::Duration watch_ended = absl::Now() - revoked_at;
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "FORBIDDEN");
+  v1::ProcessResponse more;
+  while (stream->Read(&more)) {
+  }
+  s = stream->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(s.error_message(), HasSubstr("work queues.informerd.io \"authz-r\""));
+  // Within the TTL (1 s) and the re-check period (half of it), with room for a loaded machine.
+  EXPECT_LT(watch_ended, absl::Seconds(10));
+  SetRules(true);
+}
+
+TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {
+  absl::StatusOr<std::unique_ptr<::informerd::testing::Subprocess>> p =
+      ::informerd::testing::Subprocess::Start(
+          {"/bin/sh", "-c",
+           absl::StrCat("exec '", ::informerd::testing::Runfile("server/informerd"),
+                        "' --listen=127.0.0.1:0 --metrics-listen= 2>&1")});
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<std::string> out = (*p)->ReadUntil("informerd: ", absl::Seconds(20));
+  absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(20));
+  ASSERT_TRUE(code.ok());
+  EXPECT_NE(*code, 0);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_THAT(*out, HasSubstr("needs TLS"));
+  EXPECT_THAT(*out, HasSubstr("--insecure-allow-unauthenticated"));
+}
+
+}  // namespace
+}  // namespace informerd

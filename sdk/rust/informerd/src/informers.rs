@@ -382,6 +382,13 @@ impl WatchParams {
         self
     }
 
+    /// Only objects of namespace `ns` (the snapshot and the changes). A caller allowed to list
+    /// and watch the resource in one namespace only reads a cluster-wide informer this way.
+    pub fn namespace(mut self, ns: impl Into<String>) -> Self {
+        self.request.namespace = ns.into();
+        self
+    }
+
     /// Fill [`Event::Updated::old`].
     pub fn include_old_object(mut self) -> Self {
         self.request.include_old_object = true;

@@ -211,6 +211,30 @@ async fn watch_sends_the_snapshot_synced_then_each_keys_changes_in_order() -> Te
 }
 
 #[tokio::test]
+async fn a_namespaced_watch_of_a_cluster_wide_informer_sees_only_its_namespace() -> TestResult {
+    let env = env().await;
+    let (api, client) = (&env.api, &env.client);
+    for ns in ["wns-a", "wns-b"] {
+        api.create_namespace(ns).await?;
+        api.put_configmap(ns, "first", &[], &[]).await?;
+    }
+    let cms = synced_configmaps(client, InformerSpec::new("v1", "ConfigMap")).await;
+    let mut watch = cms.watch(WatchParams::default().namespace("wns-a"));
+    assert_eq!(
+        read_until_synced(&mut watch).await,
+        strings(["wns-a/first"])
+    );
+    // A change in the other namespace first: it must not arrive before (or instead of) a's.
+    api.put_configmap("wns-b", "second", &[], &[]).await?;
+    api.put_configmap("wns-a", "second", &[], &[]).await?;
+    match next_event(&mut watch).await {
+        Event::Added { object, .. } => assert_eq!(object.key(), "wns-a/second"),
+        other => panic!("unexpected {other:?}"),
+    }
+    Ok(())
+}
+
+#[tokio::test]
 async fn a_watch_ends_with_the_error_when_its_informer_is_deleted() -> TestResult {
     let env = env().await;
     let (api, client) = (&env.api, &env.client);

@@ -125,6 +125,67 @@ TEST(ConfigTest, MistakesAreNamed) {
   EXPECT_TRUE(absl::IsInvalidArgument(Error("informers: 3")));
 }
 
+TEST(ConfigTest, AuthenticationAuthorizationAndLimitsAreRead) {
+  absl::StatusOr<DaemonConfig> c = ParseConfig(R"(
+authentication:
+  audiences: [informerd, other]
+  cacheTTL: 3s
+  unixPeers: [{uid: 1000, user: alice, groups: [dev, ops]}, {uid: 0, user: root-user}]
+authorization: {allowTTL: 5s, denyTTL: 2s, cacheSize: 100, reviewTimeout: 1s}
+callerLimits: {informers: 3, queues: 4, streams: 5, inFlight: 6}
+)",
+                                               "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_FALSE(c->auth.insecure_allow_unauthenticated);  // the default: everything checked
+  EXPECT_THAT(c->auth.audiences, ::testing::ElementsAre("informerd", "other"));
+  EXPECT_EQ(c->auth.token_ttl, absl::Seconds(3));
+  ASSERT_EQ(c->auth.unix_peers.size(), 2u);
+  EXPECT_EQ(c->auth.unix_peers[0].uid, 1000u);
+  EXPECT_EQ(c->auth.unix_peers[0].user, "alice");
+  EXPECT_THAT(c->auth.unix_peers[0].groups, ::testing::ElementsAre("dev", "ops"));
+  EXPECT_EQ(c->auth.allow_ttl, absl::Seconds(5));
+  EXPECT_EQ(c->auth.deny_ttl, absl::Seconds(2));
+  EXPECT_EQ(c->auth.cache_size, 100u);
+  EXPECT_EQ(c->auth.review_timeout, absl::Seconds(1));
+  EXPECT_EQ(c->auth.limits.informers, 3);
+  EXPECT_EQ(c->auth.limits.queues, 4);
+  EXPECT_EQ(c->auth.limits.streams, 5);
+  EXPECT_EQ(c->auth.limits.in_flight, 6);
+
+  bool help = false;
+  c = ConfigFromFlags({"--insecure-allow-unauthenticated"}, &help);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->auth.insecure_allow_unauthenticated);
+  c = ParseConfig("insecureAllowUnauthenticated: true\n", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->auth.insecure_allow_unauthenticated);
+}
+
+TEST(ConfigTest, AuthenticationMistakesAreNamed) {
+  EXPECT_THAT(Error("authentication: {unixPeers: [{uid: -1, user: a}]}").message(),
+              HasSubstr("authentication.unixPeers[0].uid: must be in [0,"));
+  EXPECT_THAT(Error("authentication: {unixPeers: [{uid: 1}]}").message(),
+              HasSubstr("authentication.unixPeers[0].user: required"));
+  EXPECT_THAT(Error("authentication: {unixPeers: [{uid: 1, user: \"\"}]}").message(),
+              HasSubstr("authentication.unixPeers[0].user: must not be empty"));
+  EXPECT_THAT(Error("authentication: {unixPeers: {uid: 1}}").message(),
+              HasSubstr("authentication.unixPeers: must be a list"));
+  EXPECT_THAT(Error("authentication: {cacheTtl: 1s}").message(),
+              HasSubstr("authentication.cacheTtl: unknown key"));
+  EXPECT_THAT(Error("authorization: {allowTTL: forever}").message(),
+              HasSubstr("authorization.allowTTL: \"forever\" is not a duration"));
+  EXPECT_THAT(Error("authorization: {reviewTimeout: 1ms}").message(),
+              HasSubstr("authorization.reviewTimeout: must be at least 100ms"));
+  EXPECT_THAT(Error("callerLimits: {streams: 0}").message(),
+              HasSubstr("callerLimits.streams: must be in [1,"));
+  EXPECT_THAT(Error("insecureAllowUnauthenticated: maybe").message(),
+              HasSubstr("insecureAllowUnauthenticated: must be true or false"));
+  bool help = false;
+  EXPECT_THAT(
+      ConfigFromFlags({"--insecure-allow-unauthenticated=perhaps"}, &help).status().message(),
+      HasSubstr("--insecure-allow-unauthenticated: must be true or false"));
+}
+
 TEST(ConfigTest, AFileThatCannotBeReadIsNamed) {
   absl::Status s = LoadConfigFile("/nonexistent/informerd.yaml").status();
   EXPECT_TRUE(absl::IsNotFound(s)) << s;

@@ -23,8 +23,12 @@ void AppendKeyField(std::string* key, absl::string_view s) {
   absl::StrAppend(key, s.size(), ":", s);
 }
 
-std::string DecisionKey(const Caller& caller, const Attributes& a) {
-  std::string key = absl::StrCat(caller.id, "|");
+// The decision cache's key of `a` for `caller`, in a buffer of the calling thread's (valid until
+// its next call on this thread): the hot path allocates nothing once the buffer has grown.
+const std::string& DecisionKey(const Caller& caller, const Attributes& a) {
+  thread_local std::string key;
+  key.clear();
+  absl::StrAppend(&key, caller.id, "|");
   AppendKeyField(&key, a.verb);
   AppendKeyField(&key, a.group);
   AppendKeyField(&key, a.resource);
@@ -293,7 +297,7 @@ absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind, 
 }
 
 Guard::Cached Guard::Lookup(const Caller& caller, const Attributes& a, std::string* reason) {
-  const std::string key = DecisionKey(caller, a);
+  const std::string& key = DecisionKey(caller, a);
   MutexLock lock(&cache_mu_);
   auto it = decisions_.find(key);
   if (it == decisions_.end() || it->second.expires <= clock_->Now()) return Cached::kUnknown;

@@ -37,9 +37,10 @@ absl::StatusOr<auth::Requirement> InformerRead(const InformerRegistry& informers
                                                absl::string_view id,
                                                absl::string_view request_namespace);
 
-// A deferred InformerRead for Guard::Check.
-auth::RequirementFn NeedInformerRead(const InformerRegistry* informers, std::string id,
-                                     std::string request_namespace);
+// A deferred InformerRead for Guard::Check. `id` and `request_namespace` are not copied: they
+// are the request's own fields (or views into them), which live until the call is answered.
+auth::RequirementFn NeedInformerRead(const InformerRegistry* informers, const std::string& id,
+                                     absl::string_view request_namespace);
 
 // `verb` on `queue`, plus the read of every informer `spec` (if any) takes events or objects
 // from. An unknown source informer is left to the call itself to report.

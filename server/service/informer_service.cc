@@ -720,8 +720,7 @@ grpc::ServerUnaryReactor* InformerService::Get(grpc::CallbackServerContext* cont
   if (request->key().empty()) return Answer(reactor, InvalidArgument("key", "required"));
   auth::CheckCall(
       options_.guard, context, auth::CallKind::kUnary,
-      NeedInformerRead(informers_, request->informer_id(),
-                       std::string(KeyNamespace(request->key()))),
+      NeedInformerRead(informers_, request->informer_id(), KeyNamespace(request->key())),
       reactor, [this, reactor, request, response](auth::Ticket) {
         std::shared_ptr<informer::SharedInformer> informer =
             informers_->Find(request->informer_id());

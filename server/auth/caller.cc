@@ -62,11 +62,6 @@ std::shared_ptr<Caller> Callers::Intern(Identity identity) {
   return caller;
 }
 
-size_t Callers::size() const {
-  MutexLock lock(&mu_);
-  return by_key_.size();
-}
-
 Identity IdentityFromSubject(const std::string& subject) {
   Identity id;
   id.method = "certificate";

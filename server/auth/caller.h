@@ -63,7 +63,6 @@ class Callers {
  public:
   // The one Caller for `identity` (made on first use).
   std::shared_ptr<Caller> Intern(Identity identity);
-  size_t size() const;
 
  private:
   mutable Mutex mu_;

@@ -41,6 +41,10 @@ absl::Status Unauthenticated(absl::string_view why) {
   return Error(absl::StatusCode::kUnauthenticated, v1::NOT_AUTHENTICATED, why);
 }
 
+absl::Status TokenRejected(absl::string_view error) {
+  return Unauthenticated(absl::StrCat("the bearer token was rejected by the cluster: ", error));
+}
+
 absl::Status Forbidden(const Caller& caller, const Attributes& a, absl::string_view reason) {
   std::string message =
       absl::StrCat(caller.Describe(), " may not ", a.Describe(), " (informerd asked the cluster",
@@ -225,17 +229,9 @@ absl::Status Guard::Identify(grpc::CallbackServerContext* context,
     }
     value = absl::StripAsciiWhitespace(value);
     if (value.empty()) return Unauthenticated("the bearer token is empty");
-    {
-      MutexLock lock(&cache_mu_);
-      if (auto t = tokens_.find(value); t != tokens_.end() && t->second.expires > clock_->Now()) {
-        token_hits_->Inc();
-        if (t->second.caller == nullptr) {
-          return Unauthenticated(absl::StrCat("the bearer token was rejected by the cluster: ",
-                                              t->second.error));
-        }
-        *caller = t->second.caller;
-        return absl::OkStatus();
-      }
+    if (std::optional<absl::Status> cached = CachedToken(value, caller); cached.has_value()) {
+      token_hits_->Inc();
+      return *cached;
     }
     token_misses_->Inc();
     *token = std::string(value);
@@ -275,7 +271,8 @@ absl::Status Guard::Identify(grpc::CallbackServerContext* context,
       "certificate, or call over a unix socket as a configured peer");
 }
 
-absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind, Ticket* ticket) {
+absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind,
+                          const Requirement& requirement, Ticket* ticket) {
   if (caller == internal_) {
     *ticket = Ticket(caller, nullptr);
     return absl::OkStatus();
@@ -293,6 +290,12 @@ absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind, 
                  {{"limit", name}, {"user", caller->identity.user}});
   }
   *ticket = Ticket(caller, slot);
+  if (stream) {
+    // For OnRevoked: the stream's requirement is checked again while it is open.
+    ticket->guard_ = this;
+    ticket->requirement_ = std::make_shared<Requirement>(requirement);
+  }
+  allowed_->Inc();
   return absl::OkStatus();
 }
 
@@ -385,26 +388,23 @@ absl::Status Guard::CheckInline(grpc::CallbackServerContext* context, CallKind k
     denied_->Inc();
     return s;
   }
-  if (absl::Status a = Admit(caller, kind, ticket); !a.ok()) return a;
-  if (kind == CallKind::kStream) {
-    ticket->guard_ = this;
-    ticket->requirement_ = std::make_shared<Requirement>(**requirement);
-  }
-  allowed_->Inc();
+  return Admit(caller, kind, **requirement, ticket);
+}
+
+std::optional<absl::Status> Guard::CachedToken(absl::string_view token,
+                                               std::shared_ptr<Caller>* caller) {
+  MutexLock lock(&cache_mu_);
+  auto t = tokens_.find(token);
+  if (t == tokens_.end() || t->second.expires <= clock_->Now()) return std::nullopt;
+  if (t->second.caller == nullptr) return TokenRejected(t->second.error);
+  *caller = t->second.caller;
   return absl::OkStatus();
 }
 
 absl::Status Guard::ReviewTokenNow(const std::string& token, std::shared_ptr<Caller>* caller) {
-  {
-    MutexLock lock(&cache_mu_);
-    if (auto t = tokens_.find(token); t != tokens_.end() && t->second.expires > clock_->Now()) {
-      if (t->second.caller == nullptr) {
-        return Unauthenticated(
-            absl::StrCat("the bearer token was rejected by the cluster: ", t->second.error));
-      }
-      *caller = t->second.caller;
-      return absl::OkStatus();
-    }
+  // Another call may have reviewed it meanwhile.
+  if (std::optional<absl::Status> cached = CachedToken(token, caller); cached.has_value()) {
+    return *cached;
   }
   if (reviews_ == nullptr) {
     return ReviewUnavailable("TokenReview",
@@ -430,10 +430,7 @@ absl::Status Guard::ReviewTokenNow(const std::string& token, std::shared_ptr<Cal
     }
     tokens_[token] = entry;
   }
-  if (entry.caller == nullptr) {
-    return Unauthenticated(
-        absl::StrCat("the bearer token was rejected by the cluster: ", entry.error));
-  }
+  if (entry.caller == nullptr) return TokenRejected(entry.error);
   *caller = std::move(entry.caller);
   return absl::OkStatus();
 }
@@ -495,15 +492,10 @@ void Guard::RunJob(Job& job) {
     return;
   }
   Ticket ticket;
-  if (absl::Status a = Admit(caller, job.kind, &ticket); !a.ok()) {
+  if (absl::Status a = Admit(caller, job.kind, *job.requirement, &ticket); !a.ok()) {
     job.deny(a);
     return;
   }
-  if (job.kind == CallKind::kStream) {
-    ticket.guard_ = this;
-    ticket.requirement_ = std::make_shared<Requirement>(*job.requirement);
-  }
-  allowed_->Inc();
   job.allowed(std::move(ticket));
 }
 
@@ -557,9 +549,5 @@ absl::Status Guard::AdmitQueue(Caller* caller, const std::string& name,
   return AdmitCreated(caller, name, &caller->queues, options_.limits.queues, "queues", exists);
 }
 
-size_t Guard::cached_decisions() const {
-  MutexLock lock(&cache_mu_);
-  return decisions_.size();
-}
 
 }  // namespace informerd::auth

@@ -136,7 +136,6 @@ class Ticket {
 
   // nullptr when nothing is checked (insecure, or a service without a guard).
   Caller* caller() const { return caller_.get(); }
-  const std::shared_ptr<Caller>& shared_caller() const { return caller_; }
   // Gives the slot back early (the call is answered; the ticket object lives on), and ends the
   // stream's re-authorization.
   void Release() {
@@ -223,9 +222,6 @@ class Guard {
   absl::Status AdmitQueue(Caller* caller, const std::string& name,
                           const std::function<bool(const std::string&)>& exists);
 
-  // Cached entries (for tests and Admin).
-  size_t cached_decisions() const;
-
   // Ends the re-authorization of open streams (the daemon calls it once no stream is left, before
   // the services whose streams it would revoke go). Also done by the destructor.
   void StopRechecks();
@@ -260,8 +256,13 @@ class Guard {
   // *token set, *caller null, OK.
   absl::Status Identify(grpc::CallbackServerContext* context, std::shared_ptr<Caller>* caller,
                         std::string* token);
-  // Takes a slot of `kind` for `caller` or RESOURCE_EXHAUSTED.
-  absl::Status Admit(const std::shared_ptr<Caller>& caller, CallKind kind, Ticket* ticket);
+  // Takes a slot of `kind` for `caller` (a stream's ticket also keeps `requirement` for its
+  // re-authorization) or RESOURCE_EXHAUSTED.
+  absl::Status Admit(const std::shared_ptr<Caller>& caller, CallKind kind,
+                     const Requirement& requirement, Ticket* ticket);
+  // The cached review of `token`: OK with *caller set, UNAUTHENTICATED, or nullopt if none.
+  std::optional<absl::Status> CachedToken(absl::string_view token,
+                                          std::shared_ptr<Caller>* caller);
   Cached Lookup(const Caller& caller, const Attributes& a, std::string* reason);
   // Reviews what the cache does not know. OK, PERMISSION_DENIED or UNAVAILABLE.
   absl::Status Decide(const Caller& caller, const Requirement& requirement, bool may_review);

@@ -35,6 +35,15 @@ absl::Status ValidateKeys(const google::protobuf::RepeatedPtrField<std::string>&
   return absl::OkStatus();
 }
 
+// The queue a keyed call names, once its keys are valid.
+absl::StatusOr<std::shared_ptr<NamedQueue>> FindQueueForKeys(
+    QueueRegistry* queues, const std::string& name,
+    const google::protobuf::RepeatedPtrField<std::string>& keys) {
+  auto q = FindQueue(queues, name);
+  if (!q.ok()) return q.status();
+  if (absl::Status s = ValidateKeys(keys); !s.ok()) return s;
+  return q;
+}
 
 }  // namespace
 
@@ -224,11 +233,8 @@ grpc::ServerUnaryReactor* QueueService::Add(grpc::CallbackServerContext* context
                                             v1::AddResponse* response) {
   return Guarded(context, Need("update", request->queue()),
                  [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
-                   auto q = FindQueue(queues_, request->queue());
+                   auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
                    if (!q.ok()) return Reply(reactor, q.status());
-                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
-                     return Reply(reactor, s);
-                   }
                    Reply(reactor, (*q)->Add(request->keys()));
                  });
 }
@@ -239,9 +245,8 @@ grpc::ServerUnaryReactor* QueueService::AddAfter(grpc::CallbackServerContext* co
   return Guarded(
       context, Need("update", request->queue()),
       [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
-        auto q = FindQueue(queues_, request->queue());
+        auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
         if (!q.ok()) return Reply(reactor, q.status());
-        if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) return Reply(reactor, s);
         if (request->delay_ms() < 0 || request->delay_ms() > kMaxDelayMs) {
           return Reply(reactor,
                        InvalidField("delay_ms", absl::StrCat("must be in 0..", kMaxDelayMs,
@@ -256,11 +261,8 @@ grpc::ServerUnaryReactor* QueueService::AddRateLimited(grpc::CallbackServerConte
                                                        v1::AddResponse* response) {
   return Guarded(context, Need("update", request->queue()),
                  [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
-                   auto q = FindQueue(queues_, request->queue());
+                   auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
                    if (!q.ok()) return Reply(reactor, q.status());
-                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
-                     return Reply(reactor, s);
-                   }
                    Reply(reactor, (*q)->AddRateLimited(request->keys()));
                  });
 }
@@ -270,11 +272,8 @@ grpc::ServerUnaryReactor* QueueService::Forget(grpc::CallbackServerContext* cont
                                                v1::ForgetResponse* response) {
   return Guarded(context, Need("update", request->queue()),
                  [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
-                   auto q = FindQueue(queues_, request->queue());
+                   auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
                    if (!q.ok()) return Reply(reactor, q.status());
-                   if (absl::Status s = ValidateKeys(request->keys()); !s.ok()) {
-                     return Reply(reactor, s);
-                   }
                    (*q)->Forget(request->keys());
                    Reply(reactor, absl::OkStatus());
                  });

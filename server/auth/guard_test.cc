@@ -223,6 +223,16 @@ TEST(AuthTest, ACallerReadsWhatItsRbacAllowsAndNothingElse) {
   EXPECT_EQ(Get(ch.get(), "t-alice", all->id(), "authz-b/x").error_code(),
             grpc::StatusCode::PERMISSION_DENIED);
   auto stub = v1::Informers::NewStub(ch);
+  {
+    // EnsureInformer answers before the first list: wait for the cache (as its creator, who may).
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-bounded");
+    v1::WaitForSyncRequest req;
+    req.set_informer_id(all->id());
+    v1::InformerInfo info;
+    grpc::Status s = stub->WaitForSync(&ctx, req, &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
   for (const char* ns : {"authz-a", "authz-b", ""}) {
     grpc::ClientContext ctx;
     Authorize(&ctx, "t-alice");

@@ -39,15 +39,7 @@ func Start(t testing.TB, serverArgs ...string) *Server {
 	t.Helper()
 	dir := t.TempDir()
 
-	// The script may have to build the binary first: allow for that, but
-	// stay inside the test binary's own deadline.
-	budget := 9 * time.Minute
-	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
-		if dl, ok := d.Deadline(); ok {
-			budget = time.Until(dl) - 90*time.Second
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	ctx, cancel := context.WithTimeout(context.Background(), buildBudget(t))
 	defer cancel()
 
 	args := []string{
@@ -59,7 +51,7 @@ func Start(t testing.TB, serverArgs ...string) *Server {
 	if len(serverArgs) > 0 {
 		args = append(append(args, "--"), serverArgs...)
 	}
-	cmd := exec.CommandContext(ctx, script(t), args...)
+	cmd := exec.CommandContext(ctx, script(t, "start"), args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -103,18 +95,52 @@ func Start(t testing.TB, serverArgs ...string) *Server {
 	return s
 }
 
-// script is the absolute path of testing/kube/start: next to this
-// package's source, or (a -trimpath build) next to the test's directory,
-// which go test makes the working directory.
-func script(t testing.TB) string {
-	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
-		return filepath.Join(filepath.Dir(file), "..", "start")
+// buildBudget is how long a script that may have to build its binary first
+// may take: inside the test binary's own deadline.
+func buildBudget(t testing.TB) time.Duration {
+	if d, ok := t.(interface{ Deadline() (time.Time, bool) }); ok {
+		if dl, ok := d.Deadline(); ok {
+			return time.Until(dl) - 90*time.Second
+		}
 	}
-	p, err := filepath.Abs(filepath.Join("..", "start"))
+	return 9 * time.Minute
+}
+
+// script is the absolute path of testing/kube/NAME ("start", "kubectl"):
+// next to this package's source, or (a -trimpath build) next to the test's
+// directory, which go test makes the working directory.
+func script(t testing.TB, name string) string {
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		return filepath.Join(filepath.Dir(file), "..", name)
+	}
+	p, err := filepath.Abs(filepath.Join("..", name))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// Kubectl returns the path of the real kubectl (out/kubectl), which
+// testing/kube/kubectl builds from cmd/kubectl when it is missing or stale
+// (a link when `go vet ./...` has filled the build cache, as in make test).
+func Kubectl(t testing.TB) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), buildBudget(t))
+	defer cancel()
+	cmd := exec.CommandContext(ctx, script(t, "kubectl"), "--build-only")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	began := time.Now()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("testing/kube/kubectl --build-only: %v\n%s", err, stderr.String())
+	}
+	bin, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "binary: ")
+	if !ok || !filepath.IsAbs(bin) {
+		t.Fatalf("testing/kube/kubectl --build-only printed %q", out)
+	}
+	t.Logf("kubectl %s (%v) %s", bin, time.Since(began).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
+	return bin
 }
 
 // Stop sends SIGTERM and waits for the process to go away, then checks from

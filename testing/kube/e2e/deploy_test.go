@@ -14,14 +14,18 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
@@ -31,6 +35,7 @@ import (
 // manifest is one object of a file under deploy/.
 type manifest struct {
 	where string // file:document
+	path  string // the file
 	obj   *unstructured.Unstructured
 }
 
@@ -69,7 +74,7 @@ func loadManifests(t *testing.T, root string) []manifest {
 				t.Errorf("%s document %d: %v", path, i, err)
 				continue
 			}
-			out = append(out, manifest{where: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path) + ":" + u.GetKind() + "/" + u.GetName(), obj: u})
+			out = append(out, manifest{where: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path) + ":" + u.GetKind() + "/" + u.GetName(), path: path, obj: u})
 		}
 		return nil
 	})
@@ -97,7 +102,8 @@ func stripComments(doc []byte) []byte {
 // kube-apiserver with server-side dry run and strict field validation
 // (unknown or duplicate fields fail), then creates them for real and checks
 // with SubjectAccessReviews that the RBAC grants what deploy/README.md says,
-// and no more.
+// and no more, and that the admission policy keeps everyone but informerd
+// from writing Queue objects.
 func TestDeployManifests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a real kube-apiserver")
@@ -212,7 +218,8 @@ func TestDeployManifests(t *testing.T) {
 		{daemon, daemonGroups, "", "create", "authentication.k8s.io", "tokenreviews", "", true},
 		{daemon, daemonGroups, "", "create", "authorization.k8s.io", "subjectaccessreviews", "", true},
 		{daemon, daemonGroups, "", "list", "", "configmaps", "", true},
-		{daemon, daemonGroups, "", "watch", "", "secrets", "", true},
+		{daemon, daemonGroups, "", "watch", "", "configmaps", "", true},
+		{daemon, daemonGroups, "", "watch", "", "secrets", "", false},
 		{daemon, daemonGroups, "team-a", "watch", "", "configmaps", "", true},
 		{daemon, daemonGroups, "team-a", "get", "", "secrets", "s", false},
 		{daemon, daemonGroups, "team-a", "create", "", "configmaps", "", false},
@@ -223,6 +230,17 @@ func TestDeployManifests(t *testing.T) {
 		{daemon, daemonGroups, "informerd", "update", "coordination.k8s.io", "leases", "other", false},
 		{daemon, daemonGroups, "kube-system", "get", "coordination.k8s.io", "leases", "informerd", false},
 		{daemon, daemonGroups, "", "create", "coordination.k8s.io", "leases", "", false},
+		// Its Queue objects (queues.informerd.io), in its namespace only.
+		{daemon, daemonGroups, "informerd", "get", "informerd.io", "queues", "q", true},
+		{daemon, daemonGroups, "informerd", "list", "informerd.io", "queues", "", true},
+		{daemon, daemonGroups, "informerd", "watch", "informerd.io", "queues", "", true},
+		{daemon, daemonGroups, "informerd", "create", "informerd.io", "queues", "", true},
+		{daemon, daemonGroups, "informerd", "update", "informerd.io", "queues", "q", true},
+		{daemon, daemonGroups, "informerd", "delete", "informerd.io", "queues", "q", true},
+		{daemon, daemonGroups, "informerd", "patch", "informerd.io", "queues", "q", false},
+		{daemon, daemonGroups, "informerd", "deletecollection", "informerd.io", "queues", "", false},
+		{daemon, daemonGroups, "team-a", "list", "informerd.io", "queues", "", false},
+		{daemon, daemonGroups, "", "list", "informerd.io", "queues", "", false},
 		// A controller using informerd.
 		{ctrl, ctrlGroups, "", "work", "informerd.io", "queues", "my-queue", true},
 		{ctrl, ctrlGroups, "", "get", "informerd.io", "queues", "my-queue", true},
@@ -236,6 +254,10 @@ func TestDeployManifests(t *testing.T) {
 		{ctrl, ctrlGroups, "team-b", "list", "", "configmaps", "", false},
 		{ctrl, ctrlGroups, "team-a", "list", "", "secrets", "", false},
 		{ctrl, ctrlGroups, "", "admin", "informerd.io", "daemon", "", false},
+		// The same rule names the Queue objects of the CRD: RBAC lets the
+		// controller update informerd/my-queue on the API server itself, which
+		// crd/queues-write-policy.yaml refuses (checked below).
+		{ctrl, ctrlGroups, "informerd", "update", "informerd.io", "queues", "my-queue", true},
 		// Operators.
 		{"op", []string{"informerd-admins", "system:authenticated"}, "", "admin", "informerd.io", "daemon", "", true},
 		{"op", []string{"system:authenticated"}, "", "admin", "informerd.io", "daemon", "", false},
@@ -251,5 +273,63 @@ func TestDeployManifests(t *testing.T) {
 		if r.Status.Allowed != c.allowed {
 			t.Errorf("%s %s %s.%s %q in %q: allowed=%v (%s), want %v", c.user, c.verb, c.resource, c.group, c.name, c.ns, r.Status.Allowed, r.Status.Reason, c.allowed)
 		}
+	}
+
+	// Only informerd (and system:masters) writes Queue objects: the
+	// admission policy refuses the controller's update that RBAC allows.
+	queues := schema.GroupVersionResource{Group: "informerd.io", Version: "v1alpha1", Resource: "queues"}
+	queue := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "informerd.io/v1alpha1", "kind": "Queue",
+		"metadata": map[string]any{"name": "my-queue", "namespace": "informerd", "labels": map[string]any{"informerd.io/lease": "informerd"}},
+		"spec":     map[string]any{"name": "my-queue", "sources": []any{map[string]any{"informerId": "configmaps"}}},
+	}}
+	as := func(user string, groups []string) dynamic.ResourceInterface {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+		d, err := dynamic.NewForConfig(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Resource(queues).Namespace("informerd")
+	}
+	// The CRD was just created: it serves once Established.
+	var createErr error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, createErr = dyn.Resource(queues).Namespace("informerd").Create(ctx, queue, metav1.CreateOptions{})
+		return createErr == nil, nil
+	}); err != nil {
+		t.Fatalf("create Queue informerd/my-queue as admin: %v (%v)", err, createErr)
+	}
+	// The policy takes effect when the API server has loaded it.
+	var denied error
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cur, err := dyn.Resource(queues).Namespace("informerd").Get(ctx, "my-queue", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_ = unstructured.SetNestedField(cur.Object, "60000", "spec", "resyncPeriodMs")
+		_, denied = as(ctrl, ctrlGroups).Update(ctx, cur, metav1.UpdateOptions{})
+		return denied != nil, nil
+	}); err != nil {
+		t.Fatalf("the controller's update of its Queue object was never refused: %v", err)
+	}
+	if !apierrors.IsForbidden(denied) || !strings.Contains(denied.Error(), "ValidatingAdmissionPolicy 'informerd-queues-writers'") {
+		t.Errorf("the controller's update of its Queue object: %v, want Forbidden by informerd-queues-writers", denied)
+	}
+	stored, err := dyn.Resource(queues).Namespace("informerd").Get(ctx, "my-queue", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(stored.Object, "30000", "spec", "resyncPeriodMs")
+	if _, err := as(daemon, daemonGroups).Update(ctx, stored, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("informerd's update of a Queue object: %v", err)
+	}
+	other := queue.DeepCopy()
+	other.SetName("other-queue")
+	if _, err := as(daemon, daemonGroups).Create(ctx, other, metav1.CreateOptions{}); err != nil {
+		t.Errorf("informerd's create of a Queue object: %v", err)
+	}
+	if err := as(daemon, daemonGroups).Delete(ctx, "other-queue", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("informerd's delete of a Queue object: %v", err)
 	}
 }

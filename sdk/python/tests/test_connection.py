@@ -164,6 +164,13 @@ class _RecordingAdmin(admin_pb2_grpc.AdminServicer):
     ) -> admin_pb2.ListQueuesResponse:
         return admin_pb2.ListQueuesResponse()
 
+    async def GetReplica(
+        self,
+        request: admin_pb2.GetReplicaRequest,
+        context: grpc.aio.ServicerContext[admin_pb2.GetReplicaRequest, admin_pb2.ReplicaInfo],
+    ) -> admin_pb2.ReplicaInfo:
+        return admin_pb2.ReplicaInfo()
+
 
 async def test_the_token_goes_on_every_call_and_a_token_file_is_reread(tmp_path: Path) -> None:
     server = grpc.aio.server()

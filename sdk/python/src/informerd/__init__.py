@@ -9,6 +9,7 @@ for scripts and notebooks.
 """
 
 from informerd import sync
+from informerd.admin import Replica, ReplicaRole
 from informerd.client import Client
 from informerd.connection import Backoff, ConnectionOptions
 from informerd.controller import Context, Controller, Result, TerminalError
@@ -69,6 +70,8 @@ __all__ = [
     "ObjectList",
     "PermissionDenied",
     "Reconnecting",
+    "Replica",
+    "ReplicaRole",
     "Resnapshot",
     "ResourceExhausted",
     "Result",

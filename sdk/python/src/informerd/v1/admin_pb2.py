@@ -26,7 +26,7 @@ from informerd.v1 import informers_pb2 as informerd_dot_v1_dot_informers__pb2
 from informerd.v1 import queues_pb2 as informerd_dot_v1_dot_queues__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18informerd/v1/admin.proto\x12\x0cinformerd.v1\x1a\x1cinformerd/v1/informers.proto\x1a\x19informerd/v1/queues.proto\"o\n\x0b\x43lusterInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x1a\n\x12last_error_unix_ms\x18\x05 \x01(\x03\"\x15\n\x13ListClustersRequest\"C\n\x14ListClustersResponse\x12+\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x19.informerd.v1.ClusterInfo\"\x16\n\x14ListInformersRequest\"F\n\x15ListInformersResponse\x12-\n\tinformers\x18\x01 \x03(\x0b\x32\x1a.informerd.v1.InformerInfo\"~\n\nWorkerInfo\x12\x11\n\tstream_id\x18\x01 \x01(\t\x12\x13\n\x0bworker_name\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\x12\x15\n\rmax_in_flight\x18\x04 \x01(\r\x12\x11\n\tin_flight\x18\x05 \x01(\r\x12\x10\n\x08\x64raining\x18\x06 \x01(\x08\"a\n\x0cQueueDetails\x12&\n\x05queue\x18\x01 \x01(\x0b\x32\x17.informerd.v1.QueueInfo\x12)\n\x07workers\x18\x02 \x03(\x0b\x32\x18.informerd.v1.WorkerInfo\"\x13\n\x11ListQueuesRequest\"@\n\x12ListQueuesResponse\x12*\n\x06queues\x18\x01 \x03(\x0b\x32\x1a.informerd.v1.QueueDetails2\x89\x02\n\x05\x41\x64min\x12U\n\x0cListClusters\x12!.informerd.v1.ListClustersRequest\x1a\".informerd.v1.ListClustersResponse\x12X\n\rListInformers\x12\".informerd.v1.ListInformersRequest\x1a#.informerd.v1.ListInformersResponse\x12O\n\nListQueues\x12\x1f.informerd.v1.ListQueuesRequest\x1a .informerd.v1.ListQueuesResponseB+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18informerd/v1/admin.proto\x12\x0cinformerd.v1\x1a\x1cinformerd/v1/informers.proto\x1a\x19informerd/v1/queues.proto\"\x13\n\x11GetReplicaRequest\"\xf0\x01\n\x0bReplicaInfo\x12\'\n\x04role\x18\x01 \x01(\x0e\x32\x19.informerd.v1.ReplicaRole\x12\x10\n\x08identity\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0e\n\x06leader\x18\x04 \x01(\t\x12\x16\n\x0eleader_address\x18\x05 \x01(\t\x12\r\n\x05lease\x18\x06 \x01(\t\x12\x0f\n\x07\x63luster\x18\x07 \x01(\t\x12\x19\n\x11lease_transitions\x18\x08 \x01(\x03\x12\x1d\n\x15leading_since_unix_ms\x18\t \x01(\x03\x12\x13\n\x0btoken_epoch\x18\n \x01(\x04\"o\n\x0b\x43lusterInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06server\x18\x02 \x01(\t\x12\x12\n\nis_default\x18\x03 \x01(\x08\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x1a\n\x12last_error_unix_ms\x18\x05 \x01(\x03\"\x15\n\x13ListClustersRequest\"C\n\x14ListClustersResponse\x12+\n\x08\x63lusters\x18\x01 \x03(\x0b\x32\x19.informerd.v1.ClusterInfo\"\x16\n\x14ListInformersRequest\"F\n\x15ListInformersResponse\x12-\n\tinformers\x18\x01 \x03(\x0b\x32\x1a.informerd.v1.InformerInfo\"~\n\nWorkerInfo\x12\x11\n\tstream_id\x18\x01 \x01(\t\x12\x13\n\x0bworker_name\x18\x02 \x01(\t\x12\x0c\n\x04peer\x18\x03 \x01(\t\x12\x15\n\rmax_in_flight\x18\x04 \x01(\r\x12\x11\n\tin_flight\x18\x05 \x01(\r\x12\x10\n\x08\x64raining\x18\x06 \x01(\x08\"a\n\x0cQueueDetails\x12&\n\x05queue\x18\x01 \x01(\x0b\x32\x17.informerd.v1.QueueInfo\x12)\n\x07workers\x18\x02 \x03(\x0b\x32\x18.informerd.v1.WorkerInfo\"\x13\n\x11ListQueuesRequest\"@\n\x12ListQueuesResponse\x12*\n\x06queues\x18\x01 \x03(\x0b\x32\x1a.informerd.v1.QueueDetails*U\n\x0bReplicaRole\x12\x1c\n\x18REPLICA_ROLE_UNSPECIFIED\x10\x00\x12\x0e\n\nSTANDALONE\x10\x01\x12\n\n\x06LEADER\x10\x02\x12\x0c\n\x08\x46OLLOWER\x10\x03\x32\xd3\x02\n\x05\x41\x64min\x12U\n\x0cListClusters\x12!.informerd.v1.ListClustersRequest\x1a\".informerd.v1.ListClustersResponse\x12X\n\rListInformers\x12\".informerd.v1.ListInformersRequest\x1a#.informerd.v1.ListInformersResponse\x12O\n\nListQueues\x12\x1f.informerd.v1.ListQueuesRequest\x1a .informerd.v1.ListQueuesResponse\x12H\n\nGetReplica\x12\x1f.informerd.v1.GetReplicaRequest\x1a\x19.informerd.v1.ReplicaInfoB+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,24 +34,30 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'informerd.v1.admin_pb2', _g
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z)informerd.io/api/informerd/v1;informerdv1'
-  _globals['_CLUSTERINFO']._serialized_start=99
-  _globals['_CLUSTERINFO']._serialized_end=210
-  _globals['_LISTCLUSTERSREQUEST']._serialized_start=212
-  _globals['_LISTCLUSTERSREQUEST']._serialized_end=233
-  _globals['_LISTCLUSTERSRESPONSE']._serialized_start=235
-  _globals['_LISTCLUSTERSRESPONSE']._serialized_end=302
-  _globals['_LISTINFORMERSREQUEST']._serialized_start=304
-  _globals['_LISTINFORMERSREQUEST']._serialized_end=326
-  _globals['_LISTINFORMERSRESPONSE']._serialized_start=328
-  _globals['_LISTINFORMERSRESPONSE']._serialized_end=398
-  _globals['_WORKERINFO']._serialized_start=400
-  _globals['_WORKERINFO']._serialized_end=526
-  _globals['_QUEUEDETAILS']._serialized_start=528
-  _globals['_QUEUEDETAILS']._serialized_end=625
-  _globals['_LISTQUEUESREQUEST']._serialized_start=627
-  _globals['_LISTQUEUESREQUEST']._serialized_end=646
-  _globals['_LISTQUEUESRESPONSE']._serialized_start=648
-  _globals['_LISTQUEUESRESPONSE']._serialized_end=712
-  _globals['_ADMIN']._serialized_start=715
-  _globals['_ADMIN']._serialized_end=980
+  _globals['_REPLICAROLE']._serialized_start=978
+  _globals['_REPLICAROLE']._serialized_end=1063
+  _globals['_GETREPLICAREQUEST']._serialized_start=99
+  _globals['_GETREPLICAREQUEST']._serialized_end=118
+  _globals['_REPLICAINFO']._serialized_start=121
+  _globals['_REPLICAINFO']._serialized_end=361
+  _globals['_CLUSTERINFO']._serialized_start=363
+  _globals['_CLUSTERINFO']._serialized_end=474
+  _globals['_LISTCLUSTERSREQUEST']._serialized_start=476
+  _globals['_LISTCLUSTERSREQUEST']._serialized_end=497
+  _globals['_LISTCLUSTERSRESPONSE']._serialized_start=499
+  _globals['_LISTCLUSTERSRESPONSE']._serialized_end=566
+  _globals['_LISTINFORMERSREQUEST']._serialized_start=568
+  _globals['_LISTINFORMERSREQUEST']._serialized_end=590
+  _globals['_LISTINFORMERSRESPONSE']._serialized_start=592
+  _globals['_LISTINFORMERSRESPONSE']._serialized_end=662
+  _globals['_WORKERINFO']._serialized_start=664
+  _globals['_WORKERINFO']._serialized_end=790
+  _globals['_QUEUEDETAILS']._serialized_start=792
+  _globals['_QUEUEDETAILS']._serialized_end=889
+  _globals['_LISTQUEUESREQUEST']._serialized_start=891
+  _globals['_LISTQUEUESREQUEST']._serialized_end=910
+  _globals['_LISTQUEUESRESPONSE']._serialized_start=912
+  _globals['_LISTQUEUESRESPONSE']._serialized_end=976
+  _globals['_ADMIN']._serialized_start=1066
+  _globals['_ADMIN']._serialized_end=1405
 # @@protoc_insertion_point(module_scope)

@@ -7,6 +7,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from informerd.v1 import informers_pb2 as _informers_pb2
 from informerd.v1 import queues_pb2 as _queues_pb2
 import builtins as _builtins
@@ -19,6 +20,98 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _ReplicaRole:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _ReplicaRoleEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ReplicaRole.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    REPLICA_ROLE_UNSPECIFIED: _ReplicaRole.ValueType  # 0
+    STANDALONE: _ReplicaRole.ValueType  # 1
+    """Leader election is off: this daemon serves everything."""
+    LEADER: _ReplicaRole.ValueType  # 2
+    """Holds the Lease: serves Informers, Queues and Work."""
+    FOLLOWER: _ReplicaRole.ValueType  # 3
+    """Serves Informers; answers Queues and Work with NOT_LEADER naming the leader."""
+
+class ReplicaRole(_ReplicaRole, metaclass=_ReplicaRoleEnumTypeWrapper): ...
+
+REPLICA_ROLE_UNSPECIFIED: ReplicaRole.ValueType  # 0
+STANDALONE: ReplicaRole.ValueType  # 1
+"""Leader election is off: this daemon serves everything."""
+LEADER: ReplicaRole.ValueType  # 2
+"""Holds the Lease: serves Informers, Queues and Work."""
+FOLLOWER: ReplicaRole.ValueType  # 3
+"""Serves Informers; answers Queues and Work with NOT_LEADER naming the leader."""
+Global___ReplicaRole: _TypeAlias = ReplicaRole  # noqa: Y015
+
+@_typing.final
+class GetReplicaRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    def __init__(
+        self,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GetReplicaRequest: _TypeAlias = GetReplicaRequest  # noqa: Y015
+
+@_typing.final
+class ReplicaInfo(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ROLE_FIELD_NUMBER: _builtins.int
+    IDENTITY_FIELD_NUMBER: _builtins.int
+    ADDRESS_FIELD_NUMBER: _builtins.int
+    LEADER_FIELD_NUMBER: _builtins.int
+    LEADER_ADDRESS_FIELD_NUMBER: _builtins.int
+    LEASE_FIELD_NUMBER: _builtins.int
+    CLUSTER_FIELD_NUMBER: _builtins.int
+    LEASE_TRANSITIONS_FIELD_NUMBER: _builtins.int
+    LEADING_SINCE_UNIX_MS_FIELD_NUMBER: _builtins.int
+    TOKEN_EPOCH_FIELD_NUMBER: _builtins.int
+    role: Global___ReplicaRole.ValueType
+    identity: _builtins.str
+    """This replica's identity (the Lease's holderIdentity while it leads)."""
+    address: _builtins.str
+    """Where this replica serves gRPC, as it advertises it to clients."""
+    leader: _builtins.str
+    """The leader as last observed ("" when none is known)."""
+    leader_address: _builtins.str
+    lease: _builtins.str
+    """The Lease, as "namespace/name", and the cluster that holds it."""
+    cluster: _builtins.str
+    lease_transitions: _builtins.int
+    """The Lease's leaseTransitions as last observed; while leading, this replica's term."""
+    leading_since_unix_ms: _builtins.int
+    """While leading: when this term began (Unix ms) and the epoch of its tokens."""
+    token_epoch: _builtins.int
+    def __init__(
+        self,
+        *,
+        role: Global___ReplicaRole.ValueType = ...,
+        identity: _builtins.str = ...,
+        address: _builtins.str = ...,
+        leader: _builtins.str = ...,
+        leader_address: _builtins.str = ...,
+        lease: _builtins.str = ...,
+        cluster: _builtins.str = ...,
+        lease_transitions: _builtins.int = ...,
+        leading_since_unix_ms: _builtins.int = ...,
+        token_epoch: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["address", b"address", "cluster", b"cluster", "identity", b"identity", "leader", b"leader", "leader_address", b"leader_address", "leading_since_unix_ms", b"leading_since_unix_ms", "lease", b"lease", "lease_transitions", b"lease_transitions", "role", b"role", "token_epoch", b"token_epoch"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ReplicaInfo: _TypeAlias = ReplicaInfo  # noqa: Y015
 
 @_typing.final
 class ClusterInfo(_message.Message):

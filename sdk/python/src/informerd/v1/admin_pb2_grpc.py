@@ -49,6 +49,11 @@ class AdminStub:
                 request_serializer=informerd_dot_v1_dot_admin__pb2.ListQueuesRequest.SerializeToString,
                 response_deserializer=informerd_dot_v1_dot_admin__pb2.ListQueuesResponse.FromString,
                 _registered_method=True)
+        self.GetReplica = channel.unary_unary(
+                '/informerd.v1.Admin/GetReplica',
+                request_serializer=informerd_dot_v1_dot_admin__pb2.GetReplicaRequest.SerializeToString,
+                response_deserializer=informerd_dot_v1_dot_admin__pb2.ReplicaInfo.FromString,
+                _registered_method=True)
 
 
 class AdminServicer:
@@ -72,6 +77,13 @@ class AdminServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetReplica(self, request, context):
+        """This replica's role in its replica set (leader election).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_AdminServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -89,6 +101,11 @@ def add_AdminServicer_to_server(servicer, server):
                     servicer.ListQueues,
                     request_deserializer=informerd_dot_v1_dot_admin__pb2.ListQueuesRequest.FromString,
                     response_serializer=informerd_dot_v1_dot_admin__pb2.ListQueuesResponse.SerializeToString,
+            ),
+            'GetReplica': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetReplica,
+                    request_deserializer=informerd_dot_v1_dot_admin__pb2.GetReplicaRequest.FromString,
+                    response_serializer=informerd_dot_v1_dot_admin__pb2.ReplicaInfo.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -172,6 +189,33 @@ class Admin:
             '/informerd.v1.Admin/ListQueues',
             informerd_dot_v1_dot_admin__pb2.ListQueuesRequest.SerializeToString,
             informerd_dot_v1_dot_admin__pb2.ListQueuesResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetReplica(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/informerd.v1.Admin/GetReplica',
+            informerd_dot_v1_dot_admin__pb2.GetReplicaRequest.SerializeToString,
+            informerd_dot_v1_dot_admin__pb2.ReplicaInfo.FromString,
             options,
             channel_credentials,
             insecure,

@@ -34,6 +34,8 @@ class AdminStub:
     ListClusters: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListClustersRequest, _admin_pb2.ListClustersResponse]
     ListInformers: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListInformersRequest, _admin_pb2.ListInformersResponse]
     ListQueues: _grpc.UnaryUnaryMultiCallable[_admin_pb2.ListQueuesRequest, _admin_pb2.ListQueuesResponse]
+    GetReplica: _grpc.UnaryUnaryMultiCallable[_admin_pb2.GetReplicaRequest, _admin_pb2.ReplicaInfo]
+    """This replica's role in its replica set (leader election)."""
 
 @_typing.type_check_only
 class AdminAsyncStub(AdminStub):
@@ -41,6 +43,8 @@ class AdminAsyncStub(AdminStub):
     ListClusters: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListClustersRequest, _admin_pb2.ListClustersResponse]  # type: ignore[assignment]
     ListInformers: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListInformersRequest, _admin_pb2.ListInformersResponse]  # type: ignore[assignment]
     ListQueues: _aio.UnaryUnaryMultiCallable[_admin_pb2.ListQueuesRequest, _admin_pb2.ListQueuesResponse]  # type: ignore[assignment]
+    GetReplica: _aio.UnaryUnaryMultiCallable[_admin_pb2.GetReplicaRequest, _admin_pb2.ReplicaInfo]  # type: ignore[assignment]
+    """This replica's role in its replica set (leader election)."""
 
 class AdminServicer(metaclass=_abc_1.ABCMeta):
     @_abc_1.abstractmethod
@@ -63,5 +67,13 @@ class AdminServicer(metaclass=_abc_1.ABCMeta):
         request: _admin_pb2.ListQueuesRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_admin_pb2.ListQueuesResponse, _abc.Awaitable[_admin_pb2.ListQueuesResponse]]: ...
+
+    @_abc_1.abstractmethod
+    def GetReplica(
+        self,
+        request: _admin_pb2.GetReplicaRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_admin_pb2.ReplicaInfo, _abc.Awaitable[_admin_pb2.ReplicaInfo]]:
+        """This replica's role in its replica set (leader election)."""
 
 def add_AdminServicer_to_server(servicer: AdminServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -104,6 +104,13 @@ class _ErrorReasonEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_ErrorReas
     """RESOURCE_EXHAUSTED: the caller is at one of its per-caller limits. Metadata: `limit`
     (informers, queues, streams, inFlight), `user`.
     """
+    NOT_LEADER: _ErrorReason.ValueType  # 22
+    """UNAVAILABLE: this replica is not the leader of its replica set, and only the leader serves
+    Queues and Work (docs/high-availability.md). Metadata: `leader` (the leader's identity) and
+    `leader_address` (host:port where the leader serves gRPC), both "" while no leader is known;
+    follow the address with the same credentials, or retry with backoff. A Work stream whose
+    replica stops leading ends with this too.
+    """
     INVALID_REQUEST: _ErrorReason.ValueType  # 100
     """Errors not classified more precisely carry one of these, by status code. No metadata.
     INVALID_ARGUMENT, OUT_OF_RANGE.
@@ -199,6 +206,13 @@ unreachable or failing); the call was refused. Retrying later may succeed.
 CALLER_LIMIT: ErrorReason.ValueType  # 21
 """RESOURCE_EXHAUSTED: the caller is at one of its per-caller limits. Metadata: `limit`
 (informers, queues, streams, inFlight), `user`.
+"""
+NOT_LEADER: ErrorReason.ValueType  # 22
+"""UNAVAILABLE: this replica is not the leader of its replica set, and only the leader serves
+Queues and Work (docs/high-availability.md). Metadata: `leader` (the leader's identity) and
+`leader_address` (host:port where the leader serves gRPC), both "" while no leader is known;
+follow the address with the same credentials, or retry with backoff. A Work stream whose
+replica stops leading ends with this too.
 """
 INVALID_REQUEST: ErrorReason.ValueType  # 100
 """Errors not classified more precisely carry one of these, by status code. No metadata.

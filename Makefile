@@ -78,9 +78,14 @@ clean:
 	$(BAZEL) clean
 
 # Real kube-apiserver + embedded etcd for integration tests (see testing/kube/README.md).
-.PHONY: kube-testserver
+.PHONY: kube-testserver kubectl
 kube-testserver:
 	testing/kube/start --build-only
+
+# The real kubectl of the same release, into out/kubectl (testing/kube/kubectl runs it; the
+# deploy/ manifests are checked with it in `make test`).
+kubectl:
+	testing/kube/kubectl --build-only
 
 # Long randomized convergence of informers against testing/apiserver under random faults
 # (`make test` runs a short version). SOAK_ROUNDS / SOAK_OPS / SOAK_SEED tune it.

@@ -11,9 +11,11 @@ import grpc
 import grpc.aio
 
 # The daemon lets clients ping every second at most; pings more often get the connection closed
-# ("too_many_pings"). 10 s notices a dead daemon quickly without coming near that limit.
-DEFAULT_KEEPALIVE_S = 10.0
-DEFAULT_KEEPALIVE_TIMEOUT_S = 5.0
+# ("too_many_pings"). A ping every 2 s with a 2 s timeout notices a stopped or unreachable daemon
+# within about 4 s: a Work stream on a frozen leader breaks (and its reconciles are cancelled)
+# far inside the replica set's lease duration (15 s; docs/high-availability.md).
+DEFAULT_KEEPALIVE_S = 2.0
+DEFAULT_KEEPALIVE_TIMEOUT_S = 2.0
 # List, Watch and Work responses are capped by bytes on the server (2 MiB by default), but one
 # object larger than the cap comes alone; receive what the daemon may send (64 MiB).
 DEFAULT_MAX_RECEIVE_BYTES = 64 << 20
@@ -37,7 +39,12 @@ class ConnectionOptions:
     (PEM bytes or a file path; the system roots when None); ``client_certificate`` and
     ``client_key`` add mTLS. ``token`` is sent as ``authorization: Bearer <token>`` on every
     call (``token_file`` is re-read on each connect, as projected service-account tokens rotate).
-    ``timeout_s`` is every unary call's deadline unless the call gives its own.
+    ``timeout_s`` is every unary call's deadline unless the call gives its own. Every channel
+    pings the daemon every ``keepalive_s`` (``keepalive_timeout_s`` for the answer), with or
+    without calls, so a dead connection is noticed without waiting for TCP.
+
+    A replica set's leader, which the client reaches at its advertised address when a follower
+    names it, gets a channel with these same options (credentials, ``server_name``, token).
     """
 
     target: str = "127.0.0.1:7470"
@@ -109,19 +116,21 @@ class ConnectionOptions:
             certificate_chain=_read(self.client_certificate),
         )
 
-    def aio_channel(self) -> grpc.aio.Channel:
+    def aio_channel(self, target: str | None = None) -> grpc.aio.Channel:
+        """An asyncio channel to ``target`` (default: :attr:`target`) with these options."""
+        target = target or self.target
         if self.uses_tls:
             return grpc.aio.secure_channel(
-                self.target, self.credentials(), options=self.channel_options()
+                target, self.credentials(), options=self.channel_options()
             )
-        return grpc.aio.insecure_channel(self.target, options=self.channel_options())
+        return grpc.aio.insecure_channel(target, options=self.channel_options())
 
-    def channel(self) -> grpc.Channel:
+    def channel(self, target: str | None = None) -> grpc.Channel:
+        """A blocking channel to ``target`` (default: :attr:`target`) with these options."""
+        target = target or self.target
         if self.uses_tls:
-            return grpc.secure_channel(
-                self.target, self.credentials(), options=self.channel_options()
-            )
-        return grpc.insecure_channel(self.target, options=self.channel_options())
+            return grpc.secure_channel(target, self.credentials(), options=self.channel_options())
+        return grpc.insecure_channel(target, options=self.channel_options())
 
 
 @dataclass

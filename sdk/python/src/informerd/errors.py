@@ -82,7 +82,24 @@ class ResourceExhausted(InformerdError):
 class Unavailable(InformerdError):
     """The daemon cannot be reached or is shutting down: retry with backoff. Also
     AUTHORIZATION_UNAVAILABLE: the daemon could not ask the cluster whether to allow the call
-    (the API server down), so it refused it."""
+    (the API server down), so it refused it; and :class:`NotLeader` (a follower of a replica
+    set)."""
+
+
+class NotLeader(Unavailable):
+    """The daemon is a follower in a replica set: only the leader serves Queues and Work
+    (UNAVAILABLE, reason NOT_LEADER). ``leader`` is the leader's identity and
+    ``leader_address`` the ``host:port`` where it serves gRPC, both "" while no leader is known.
+    The client follows the address by itself (see :meth:`informerd.Client.on_leader`); an
+    :class:`Unavailable`, so code that retries those retries this too."""
+
+    @property
+    def leader(self) -> str:
+        return self.metadata.get("leader", "")
+
+    @property
+    def leader_address(self) -> str:
+        return self.metadata.get("leader_address", "")
 
 
 class Timeout(InformerdError):
@@ -137,6 +154,10 @@ _BY_CODE: dict[grpc.StatusCode, type[InformerdError]] = {
 }
 
 
+# Reasons with a class of their own (a subclass of their code's class).
+_BY_REASON: dict[str, type[InformerdError]] = {"NOT_LEADER": NotLeader}
+
+
 def _details(trailers: object) -> status_pb2.Status | None:
     for key, value in trailers or ():  # type: ignore[attr-defined]
         if key == _DETAILS_KEY and isinstance(value, bytes):
@@ -171,6 +192,9 @@ def error_from_status(
                 if bad.field_violations and field is None:
                     field = bad.field_violations[0].field
     cls = _BY_CODE.get(code, Internal)
+    special = _BY_REASON.get(reason)
+    if special is not None and issubclass(special, cls):
+        cls = special
     return cls(f"{code.name}: {message}", code=code, reason=reason, metadata=metadata, field=field)
 
 

@@ -345,6 +345,8 @@ class Queues:
 
     Specs created or updated here are remembered on the client, so :meth:`Client.reensure`
     recreates the queue after a daemon restart. ``timeout_s`` overrides the client's deadline.
+    In a replica set every call goes to the leader (:meth:`Client.on_leader`); ``timeout_s``
+    bounds it with its retries.
     """
 
     def __init__(self, client: Client) -> None:
@@ -356,8 +358,8 @@ class Queues:
         """Creates the queue; a no-op with an equal spec, :class:`informerd.FailedPrecondition`
         (QUEUE_EXISTS_WITH_OTHER_SPEC) with another one."""
         spec = _checked_spec(spec)
-        info = await self._client.unary(
-            self._client.stubs.queues.CreateQueue,
+        info = await self._client.leader_unary(
+            lambda s: s.queues.CreateQueue,
             queues_pb2.CreateQueueRequest(spec=spec),
             timeout_s,
         )
@@ -374,8 +376,8 @@ class Queues:
         """Changes a running queue in place (keys, retries and leases kept); with
         ``allow_missing`` creates it if it does not exist (else :class:`informerd.NotFound`)."""
         spec = _checked_spec(spec)
-        info = await self._client.unary(
-            self._client.stubs.queues.UpdateQueue,
+        info = await self._client.leader_unary(
+            lambda s: s.queues.UpdateQueue,
             queues_pb2.UpdateQueueRequest(spec=spec, allow_missing=allow_missing),
             timeout_s,
         )
@@ -384,8 +386,8 @@ class Queues:
 
     async def delete(self, queue: str, *, timeout_s: float | None = None) -> None:
         """Shuts the queue down without draining and removes it (Work streams on it end)."""
-        await self._client.unary(
-            self._client.stubs.queues.DeleteQueue,
+        await self._client.leader_unary(
+            lambda s: s.queues.DeleteQueue,
             queues_pb2.DeleteQueueRequest(queue=validate_queue_name(queue, "queue")),
             timeout_s,
         )
@@ -393,8 +395,8 @@ class Queues:
 
     async def get(self, queue: str, *, timeout_s: float | None = None) -> queues_pb2.QueueInfo:
         """The queue's spec and state (depth, in flight, delayed, workers ...)."""
-        return await self._client.unary(
-            self._client.stubs.queues.GetQueue,
+        return await self._client.leader_unary(
+            lambda s: s.queues.GetQueue,
             queues_pb2.GetQueueRequest(queue=validate_queue_name(queue, "queue")),
             timeout_s,
         )
@@ -403,8 +405,8 @@ class Queues:
         self, queue: str, keys: str | Iterable[str], *, timeout_s: float | None = None
     ) -> None:
         """Adds keys now (deduplicated with waiting ones)."""
-        await self._client.unary(
-            self._client.stubs.queues.Add,
+        await self._client.leader_unary(
+            lambda s: s.queues.Add,
             queues_pb2.AddRequest(queue=validate_queue_name(queue, "queue"), keys=_keys(keys)),
             timeout_s,
         )
@@ -418,8 +420,8 @@ class Queues:
         timeout_s: float | None = None,
     ) -> None:
         """Adds keys after ``delay_s`` seconds (0 adds now)."""
-        await self._client.unary(
-            self._client.stubs.queues.AddAfter,
+        await self._client.leader_unary(
+            lambda s: s.queues.AddAfter,
             queues_pb2.AddAfterRequest(
                 queue=validate_queue_name(queue, "queue"),
                 keys=_keys(keys),
@@ -432,8 +434,8 @@ class Queues:
         self, queue: str, keys: str | Iterable[str], *, timeout_s: float | None = None
     ) -> None:
         """Adds keys after the queue's rate limiter's delay (counts as a retry)."""
-        await self._client.unary(
-            self._client.stubs.queues.AddRateLimited,
+        await self._client.leader_unary(
+            lambda s: s.queues.AddRateLimited,
             queues_pb2.AddRateLimitedRequest(
                 queue=validate_queue_name(queue, "queue"), keys=_keys(keys)
             ),
@@ -444,16 +446,16 @@ class Queues:
         self, queue: str, keys: str | Iterable[str], *, timeout_s: float | None = None
     ) -> None:
         """Resets the keys' retry counts."""
-        await self._client.unary(
-            self._client.stubs.queues.Forget,
+        await self._client.leader_unary(
+            lambda s: s.queues.Forget,
             queues_pb2.ForgetRequest(queue=validate_queue_name(queue, "queue"), keys=_keys(keys)),
             timeout_s,
         )
 
     async def num_requeues(self, queue: str, key: str, *, timeout_s: float | None = None) -> int:
         """How often ``key`` was retried so far."""
-        resp = await self._client.unary(
-            self._client.stubs.queues.NumRequeues,
+        resp = await self._client.leader_unary(
+            lambda s: s.queues.NumRequeues,
             queues_pb2.NumRequeuesRequest(
                 queue=validate_queue_name(queue, "queue"), key=_keys(key)[0]
             ),
@@ -463,8 +465,8 @@ class Queues:
 
     async def len(self, queue: str, *, timeout_s: float | None = None) -> int:
         """Keys waiting (client-go's Len)."""
-        resp = await self._client.unary(
-            self._client.stubs.queues.Len,
+        resp = await self._client.leader_unary(
+            lambda s: s.queues.Len,
             queues_pb2.LenRequest(queue=validate_queue_name(queue, "queue")),
             timeout_s,
         )
@@ -474,8 +476,8 @@ class Queues:
         self, queue: str, *, drain: bool = False, timeout_s: float | None = None
     ) -> None:
         """Stops handing out keys; with ``drain`` returns once every key handed out is done."""
-        await self._client.unary(
-            self._client.stubs.queues.ShutDown,
+        await self._client.leader_unary(
+            lambda s: s.queues.ShutDown,
             queues_pb2.ShutDownRequest(queue=validate_queue_name(queue, "queue"), drain=drain),
             timeout_s,
         )

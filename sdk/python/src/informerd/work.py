@@ -14,6 +14,11 @@ one ``Outcomes`` message. While the queue has a lease timeout, held leases are h
 third of it. Refusals (an outcome or heartbeat the daemon did not apply: the key is someone
 else's now) are logged, counted in :attr:`WorkStream.refusals` and passed to ``on_refusal``;
 they are never retried. :meth:`close` cancels the stream (held keys go back to the queue).
+
+In a replica set the stream opens on the leader: :meth:`start` follows NOT_LEADER answers
+(:meth:`informerd.Client.on_leader`). When the stream breaks later, :meth:`receive` raises (a
+:class:`informerd.NotLeader` when its replica stopped leading) and the client learns where the
+leader is now; a stream never moves: open a new one.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from informerd.queues import validate_queue_name
 from informerd.v1 import errors_pb2, work_pb2
 
 if TYPE_CHECKING:
-    from informerd.client import Client
+    from informerd.client import Client, Route
 
 Outcome = work_pb2.Outcome
 Lease = work_pb2.Lease
@@ -121,6 +126,7 @@ class WorkStream:
         self._drain_sent = False
         self._closing = False
         self._call: grpc.aio.StreamStreamCall[work_pb2.ProcessRequest, work_pb2.ProcessResponse]
+        self._route: Route | None = None
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_due = False
 
@@ -132,6 +138,16 @@ class WorkStream:
     def epoch(self) -> int:
         """The daemon's epoch (Started.epoch; 0 before :meth:`start`)."""
         return self.started.epoch if self.started else 0
+
+    @property
+    def stream_id(self) -> str:
+        """The daemon's id of this stream (Started.stream_id; "" before :meth:`start`)."""
+        return self.started.stream_id if self.started else ""
+
+    @property
+    def address(self) -> str | None:
+        """The leader's address the stream runs on; None for the configured target."""
+        return self._route.address if self._route is not None else None
 
     @property
     def lease_timeout_s(self) -> float | None:
@@ -167,24 +183,38 @@ class WorkStream:
                 return
 
     async def start(self, timeout_s: float | None = None) -> work_pb2.Started:
-        """Opens the stream and waits for ``Started`` (within ``timeout_s``, default the client's
-        deadline). Raises the daemon's error (e.g. NotFound for an unknown queue)."""
-        self._call = self._client.stubs.work.Process(
+        """Opens the stream (on the replica set's leader) and waits for ``Started`` within
+        ``timeout_s`` in all (default: the client's deadline). Raises the daemon's error (e.g.
+        NotFound for an unknown queue)."""
+        timeout = timeout_s if timeout_s is not None else self._client.options.timeout_s
+        started = await self._client.on_leader(self._start_on, timeout)
+        if self.lease_timeout_s is not None:
+            self._heartbeat_task = asyncio.create_task(
+                self._heartbeats(self.lease_timeout_s / 3), name=f"heartbeats {self.queue}"
+            )
+        return started
+
+    async def _start_on(self, route: Route, timeout_s: float) -> work_pb2.Started:
+        self._route = route
+        self._call = route.stubs.work.Process(
             self._requests(), metadata=self._client.call_metadata()
         )
-        timeout = timeout_s if timeout_s is not None else self._client.options.timeout_s
         try:
-            first = await asyncio.wait_for(self._call.read(), timeout)
+            first = await asyncio.wait_for(self._call.read(), timeout_s)
         except asyncio.TimeoutError:
             self._call.cancel()
             raise InformerdError(
-                f"Work stream on {self.queue}: no Started within {timeout} s",
+                f"Work stream on {self.queue}: no Started within {timeout_s:.1f} s",
                 code=grpc.StatusCode.DEADLINE_EXCEEDED,
             ) from None
         except grpc.RpcError as e:
+            # Cancelled, so that this attempt's request iterator stops (it shares the outcomes).
+            self._call.cancel()
             raise from_rpc_error(e) from None
         if not isinstance(first, work_pb2.ProcessResponse):
-            raise await self._end_error("ended before Started")
+            error = await self._end_error("ended before Started")
+            self._call.cancel()
+            raise error
         if first.WhichOneof("kind") != "started":
             self._call.cancel()
             raise InformerdError(
@@ -192,10 +222,6 @@ class WorkStream:
                 "not Started"
             )
         self.started = first.started
-        if self.lease_timeout_s is not None:
-            self._heartbeat_task = asyncio.create_task(
-                self._heartbeats(self.lease_timeout_s / 3), name=f"heartbeats {self.queue}"
-            )
         return first.started
 
     async def _end_error(self, what: str) -> InformerdError:
@@ -205,6 +231,13 @@ class WorkStream:
         if code == grpc.StatusCode.OK:
             return InformerdError(f"Work stream on {self.queue} {what}", code=code)
         return error_from_status(code, details or what, trailers)
+
+    def _broken(self, error: InformerdError) -> InformerdError:
+        """``error`` ended the stream: the client learns where the leader is from it."""
+        self._stop_heartbeats()
+        if self._route is not None:
+            self._client.observe(error, self._route)
+        return error
 
     async def _heartbeats(self, interval_s: float) -> None:
         while not self._closing:
@@ -220,8 +253,7 @@ class WorkStream:
             try:
                 resp = await self._call.read()
             except grpc.RpcError as e:
-                self._stop_heartbeats()
-                raise from_rpc_error(e) from None
+                raise self._broken(from_rpc_error(e)) from None
             except asyncio.CancelledError:
                 # grpc.aio raises CancelledError from a read of a call cancelled by close();
                 # only a cancellation of the reading task itself stays one.
@@ -232,7 +264,7 @@ class WorkStream:
                 self._stop_heartbeats()
                 if await self._call.code() == grpc.StatusCode.OK and self._drain_sent:
                     return None
-                raise await self._end_error("ended by the daemon without a drain")
+                raise self._broken(await self._end_error("ended by the daemon without a drain"))
             kind = resp.WhichOneof("kind")
             if kind == "leases":
                 leases = list(resp.leases.leases)

@@ -12,7 +12,7 @@ from informerd import sync
 from informerd.admin import Replica, ReplicaRole
 from informerd.client import Client
 from informerd.connection import Backoff, ConnectionOptions
-from informerd.controller import Context, Controller, Result, TerminalError
+from informerd.controller import Context, Controller, ReconcileEvent, Result, TerminalError
 from informerd.errors import (
     Cancelled,
     Conflict,
@@ -71,6 +71,7 @@ __all__ = [
     "NotLeader",
     "ObjectList",
     "PermissionDenied",
+    "ReconcileEvent",
     "Reconnecting",
     "Replica",
     "ReplicaRole",

@@ -29,9 +29,18 @@ an exception                 RETRY, with the error text       error
 
 On ``stop()`` (or SIGTERM/SIGINT with ``shutdown_on_signal``) the controller sends Drain, lets
 in-flight reconciles finish, sends their outcomes and returns: no key is lost. When the stream
-breaks (a daemon restart, the network), in-flight reconciles are cancelled and their outcomes
-dropped — the daemon already gave those keys back to the queue — and the controller reconnects
-with jittered backoff, re-ensures its informers and queue (``Client.reensure``) and goes on.
+breaks for any reason (a daemon restart, the network, keepalive noticing a frozen daemon, the
+replica stepping down as leader: NOT_LEADER), every in-flight reconcile is cancelled at once
+(``Task.cancel``; a sync reconcile's thread cannot be interrupted, its outcome is dropped) and
+the outcomes of the old stream are never sent — the daemon already gave those keys back to the
+queue, or a new leader hands them out anew. The controller then reconnects with jittered
+backoff, following the replica set's leader, re-ensures its informers and queue
+(``Client.reensure``) and goes on.
+
+``on_reconcile`` observes every reconcile as :class:`ReconcileEvent` s: ``start`` before the
+reconcile runs, then ``end`` (it returned or raised; before its outcome is sent) or ``cancel``
+(its stream broke, or a drain timed out), each with the key, the lease's token and the
+stream's epoch — what a test's oracle needs to check that no key is in two reconciles at once.
 """
 
 from __future__ import annotations
@@ -137,15 +146,30 @@ class Context:
     Built once per lease, so it is cheap: the fields read the lease, and :attr:`logger` is made
     on first use."""
 
-    __slots__ = ("_lease", "_logger", "client", "controller", "queue")
+    __slots__ = ("_lease", "_logger", "client", "controller", "epoch", "queue", "stream_id")
 
-    def __init__(self, lease: work_pb2.Lease, *, client: Client, controller: str, queue: str):
+    def __init__(
+        self,
+        lease: work_pb2.Lease,
+        *,
+        client: Client,
+        controller: str,
+        queue: str,
+        epoch: int = 0,
+        stream_id: str = "",
+    ):
         self._lease = lease
         self._logger: ContextLogger | None = None
         self.client = client
         #: The controller's name.
         self.controller = controller
         self.queue = queue
+        #: The epoch of the Work stream the lease came on (``Started.epoch``): a replica set's
+        #: leader's term (leaseTransitions << 40), a single daemon's start time. Every token of
+        #: the stream is greater.
+        self.epoch = epoch
+        #: The daemon's id of that stream (``Started.stream_id``).
+        self.stream_id = stream_id
 
     @property
     def key(self) -> str:
@@ -194,6 +218,43 @@ class Context:
 
 Reconciler = Callable[[KubeObject | None, Context], Awaitable[Result | None] | Result | None]
 
+ReconcileEventKind = Literal["start", "end", "cancel"]
+
+
+@dataclass(frozen=True)
+class ReconcileEvent:
+    """A step of one reconcile, for :class:`Controller`'s ``on_reconcile`` hook.
+
+    ``start``: the reconcile is about to run. ``end``: it returned or raised (``result`` is the
+    ``reconcile_total`` label: success, requeue, requeue_after, error), before its outcome goes to
+    the daemon. ``cancel``: it was cancelled because its Work stream ended (broke, or a drain
+    timed out); a sync reconcile's thread cannot be interrupted, so its ``cancel`` comes when the
+    thread returns. ``at`` is ``time.monotonic()`` when it happened."""
+
+    kind: ReconcileEventKind
+    context: Context
+    at: float
+    result: str = ""
+
+    @property
+    def key(self) -> str:
+        return self.context.key
+
+    @property
+    def token(self) -> int:
+        return self.context.token
+
+    @property
+    def epoch(self) -> int:
+        return self.context.epoch
+
+    @property
+    def stream_id(self) -> str:
+        return self.context.stream_id
+
+
+ReconcileObserver = Callable[[ReconcileEvent], None]
+
 
 @dataclass
 class _Watch:
@@ -234,6 +295,8 @@ class _Session:
     def __init__(self, stream: WorkStream) -> None:
         self.stream = stream
         self.alive = True
+        # Reconciles running now (their contexts), to say which ones a broken stream cancels.
+        self.running: set[Context] = set()
 
 
 class _Pool:
@@ -288,7 +351,8 @@ class Controller:
     0: up to the credit). ``resync_period_s``, ``lease_timeout_s`` and ``rate_limiter``
     go into the queue's spec (None: never, never, client-go's default limiter); ``queue`` names
     the queue (default: ``name``). Metrics go to ``registry`` (default: prometheus_client's
-    global REGISTRY).
+    global REGISTRY). ``on_reconcile`` is called with every :class:`ReconcileEvent` (on the
+    event loop; it must not block, and what it raises is logged and ignored).
     """
 
     def __init__(
@@ -305,6 +369,7 @@ class Controller:
         registry: CollectorRegistry | None = None,
         backoff: Backoff | None = None,
         sync_timeout_s: float = 120.0,
+        on_reconcile: ReconcileObserver | None = None,
     ) -> None:
         self.name = validate_queue_name(name, "name")
         self.queue = validate_queue_name(queue if queue is not None else name, "queue")
@@ -338,6 +403,8 @@ class Controller:
         self.log = ContextLogger(_log, {"controller": self.name, "key": "-", "token": 0})
         #: Work streams opened so far (1 + reconnects).
         self.streams_opened = 0
+        #: Called with every :class:`ReconcileEvent` (None: nothing observes reconciles).
+        self.on_reconcile = on_reconcile
 
     # --- what the controller watches -----------------------------------------------------
 
@@ -684,21 +751,39 @@ class Controller:
             for i in range(self.concurrency)
         ]
         stopper = asyncio.create_task(self._drain_on_stop(stream, drain_timeout_s))
+        ended: BaseException | None = None
         try:
             while (batch := await stream.receive()) is not None:
                 pool.hand_out(batch)
             self.log.info("work stream on %s drained", self.queue)
             return True
-        except InformerdError:
+        except InformerdError as e:
+            ended = e
             if self._stop_requested:
                 self.log.warning("work stream on %s ended while draining", self.queue)
                 return True
             raise
+        except BaseException as e:
+            ended = e
+            raise
         finally:
+            # Whatever ended the stream, its reconciles stop now: their keys are no longer
+            # theirs (the daemon gave them back, or a new leader hands them out), and their
+            # outcomes are never sent (session.alive).
             session.alive = False
             stopper.cancel()
             for w in workers:
                 w.cancel()
+            if session.running:
+                self.log.warning(
+                    "work stream on %s (epoch %d) ended (%s): cancelled %d in-flight "
+                    "reconciles: %s",
+                    self.queue,
+                    stream.epoch,
+                    ended if ended is not None else "closed",
+                    len(session.running),
+                    " ".join(sorted(f"{c.key}@{c.token}" for c in session.running)),
+                )
             await asyncio.gather(*workers, stopper, return_exceptions=True)
             await stream.close()
             self.metrics.flush()
@@ -735,18 +820,32 @@ class Controller:
         executor: concurrent.futures.ThreadPoolExecutor | None,
     ) -> None:
         obj = KubeObject(lease.object.object) if lease.object.found else None
-        ctx = Context(lease, client=self.client, controller=self.name, queue=self.queue)
+        stream = session.stream
+        ctx = Context(
+            lease,
+            client=self.client,
+            controller=self.name,
+            queue=self.queue,
+            epoch=stream.epoch,
+            stream_id=stream.stream_id,
+        )
         m = self.metrics
         m.active += 1
+        session.running.add(ctx)
+        observe = self.on_reconcile
+        if observe is not None:
+            self._observe(observe, "start", ctx)
         started = time.perf_counter()
         result = _SUCCESS
         delay_s = 0.0
         error = ""
         label = "success"
+        thread: concurrent.futures.Future[Any] | None = None
         try:
             if executor is not None:
                 call = functools.partial(contextvars.copy_context().run, reconcile, obj, ctx)
-                value = await asyncio.get_running_loop().run_in_executor(executor, call)
+                thread = executor.submit(call)
+                value = await asyncio.wrap_future(thread)
             else:
                 value = reconcile(obj, ctx)
             if type(value) is types.CoroutineType or inspect.isawaitable(value):
@@ -762,6 +861,15 @@ class Controller:
                 delay_s = value.delay_s
         except asyncio.CancelledError:
             ctx.logger.info("reconcile cancelled: the work stream ended")
+            if observe is not None:
+                if thread is not None and not thread.cancel():
+                    # The thread runs on; its reconcile ends when it returns.
+                    loop = asyncio.get_running_loop()
+                    thread.add_done_callback(
+                        lambda _: self._observe_threadsafe(loop, observe, "cancel", ctx)
+                    )
+                else:
+                    self._observe(observe, "cancel", ctx)
             raise
         except TerminalError as e:
             error = f"terminal: {type(e).__name__}: {e}"
@@ -776,7 +884,10 @@ class Controller:
             ctx.logger.error("Reconciler error: %s", e, exc_info=True)
         finally:
             m.active -= 1
+            session.running.discard(ctx)
         m.reconciled(label, time.perf_counter() - started)
+        if observe is not None:
+            self._observe(observe, "end", ctx, label)
         if not session.alive:
             ctx.logger.info("outcome dropped: the work stream it came from ended")
             return
@@ -785,10 +896,48 @@ class Controller:
         except FailedPrecondition:
             ctx.logger.info("outcome dropped: the work stream was closed")
 
+    def _observe(
+        self, observe: ReconcileObserver, kind: ReconcileEventKind, ctx: Context, result: str = ""
+    ) -> None:
+        try:
+            observe(ReconcileEvent(kind, ctx, time.monotonic(), result))
+        except Exception:
+            ctx.logger.exception("on_reconcile raised (ignored)")
+
+    def _observe_threadsafe(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        observe: ReconcileObserver,
+        kind: ReconcileEventKind,
+        ctx: Context,
+    ) -> None:
+        at = time.monotonic()
+
+        def emit() -> None:
+            try:
+                observe(ReconcileEvent(kind, ctx, at))
+            except Exception:
+                ctx.logger.exception("on_reconcile raised (ignored)")
+
+        try:
+            loop.call_soon_threadsafe(emit)
+        except RuntimeError:  # the loop closed meanwhile
+            emit()
+
 
 _SUCCESS = work_pb2.Outcome.SUCCESS
 _RETRY = work_pb2.Outcome.RETRY
 _FORGET_AND_REQUEUE_AFTER = work_pb2.Outcome.FORGET_AND_REQUEUE_AFTER
 
 
-__all__ = ["Context", "ContextLogger", "Controller", "Reconciler", "Result", "TerminalError"]
+__all__ = [
+    "Context",
+    "ContextLogger",
+    "Controller",
+    "ReconcileEvent",
+    "ReconcileEventKind",
+    "ReconcileObserver",
+    "Reconciler",
+    "Result",
+    "TerminalError",
+]

@@ -3,7 +3,8 @@
 Runs a Controller on the ConfigMaps of one namespace; every reconcile appends a start line and
 an end line (``S|E pid key token monotonic``, one ``write`` each on an O_APPEND file, so lines
 of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` seconds between
-(forever once ``--hang-file`` exists).
+(forever once ``--hang-file`` exists). A reconcile cancelled because its Work stream broke
+ends with a ``C`` line instead (from the controller's ``on_reconcile`` hook).
 SIGTERM/SIGINT drain the controller; the process then exits 0.
 """
 
@@ -17,7 +18,7 @@ import sys
 import time
 
 import informerd
-from informerd import Context, Controller, KubeObject
+from informerd import Context, Controller, KubeObject, ReconcileEvent
 
 
 def main() -> int:
@@ -36,8 +37,13 @@ def main() -> int:
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pid = os.getpid()
 
-    def record(kind: str, ctx: Context) -> None:
-        os.write(fd, f"{kind} {pid} {ctx.key} {ctx.token} {time.monotonic():.6f}\n".encode())
+    def record(kind: str, ctx: Context, at: float | None = None) -> None:
+        t = time.monotonic() if at is None else at
+        os.write(fd, f"{kind} {pid} {ctx.key} {ctx.token} {t:.6f}\n".encode())
+
+    def observe(event: ReconcileEvent) -> None:
+        if event.kind == "cancel":
+            record("C", event.context, event.at)
 
     async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
         record("S", ctx)
@@ -48,7 +54,7 @@ def main() -> int:
 
     async def run() -> None:
         async with informerd.Client.connect(args.target, timeout_s=20) as client:
-            ctl = Controller(args.queue, client, concurrency=args.concurrency)
+            ctl = Controller(args.queue, client, concurrency=args.concurrency, on_reconcile=observe)
             ctl.for_("v1", "ConfigMap", namespace=args.namespace)
             await ctl.run(reconcile, shutdown_on_signal=True)
 

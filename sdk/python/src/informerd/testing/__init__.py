@@ -3,6 +3,11 @@
     with FakeApiServer.start() as api, Daemon.start(kubeconfig=api.kubeconfig) as daemon:
         client = informerd.Client.connect(daemon.target)
 
+Replicas of a replica set are daemons on one Lease::
+
+    election = LeaderElection.fast(namespace="informerd", name="my-set")
+    replicas = [Daemon.start(api.kubeconfig, leader_election=election) for _ in range(3)]
+
 Binaries are found through environment variables, else in the informerd repository the current
 directory is in (as `make test` builds them):
 
@@ -19,6 +24,7 @@ from informerd.testing.processes import (
     Daemon,
     FakeApiServer,
     KubeApiServer,
+    LeaderElection,
     find_binary,
     repo_root,
 )
@@ -29,6 +35,7 @@ __all__ = [
     "Daemon",
     "FakeApiServer",
     "KubeApiServer",
+    "LeaderElection",
     "eventually",
     "find_binary",
     "queue_idle",

@@ -15,6 +15,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar
@@ -69,10 +70,13 @@ class _Process:
     proc: subprocess.Popen[bytes] | None = None
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int | None:
-        """Signals the process and waits for it (SIGKILL after ``timeout_s``)."""
+        """Signals the process and waits for it (SIGKILL after ``timeout_s``). A process
+        stopped (SIGSTOP) is continued after the signal, so that it can act on it."""
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
         self.proc.send_signal(sig)
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+            self.proc.send_signal(signal.SIGCONT)
         try:
             return self.proc.wait(timeout_s)
         except subprocess.TimeoutExpired:
@@ -276,12 +280,61 @@ def _free_port() -> int:
         return port
 
 
+def _duration(seconds: float) -> str:
+    """A duration flag's value: ``3s``, or ``500ms`` below whole seconds."""
+    ms = round(seconds * 1000)
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
+
+
+@dataclass(frozen=True)
+class LeaderElection:
+    """Leader election for :class:`Daemon` (the ``--leader-elect*`` flags, kube's names).
+
+    Daemons with equal ``namespace``/``name`` form a replica set on that Lease, in the default
+    cluster (which must hold the namespace). ``identity`` "" names the daemon ``replica-<port>``
+    (:attr:`Daemon.identity`); each daemon advertises its own ``--listen`` address. Timings
+    None keep the daemon's defaults (15 s, 10 s, 2 s, as client-go's); :meth:`fast` makes
+    failovers take seconds, for tests.
+    """
+
+    namespace: str = "informerd"
+    name: str = "informerd"
+    identity: str = ""
+    lease_duration_s: float | None = None
+    renew_deadline_s: float | None = None
+    retry_period_s: float | None = None
+
+    @classmethod
+    def fast(cls, namespace: str = "informerd", name: str = "informerd") -> LeaderElection:
+        """Lease duration 3 s, renew deadline 2 s, retry period 500 ms."""
+        return cls(namespace, name, lease_duration_s=3, renew_deadline_s=2, retry_period_s=0.5)
+
+    def args(self, identity: str, advertise_address: str) -> list[str]:
+        args = [
+            "--leader-elect",
+            f"--leader-elect-resource-namespace={self.namespace}",
+            f"--leader-elect-resource-name={self.name}",
+            f"--leader-elect-identity={identity}",
+            f"--advertise-address={advertise_address}",
+        ]
+        for flag, value in (
+            ("lease-duration", self.lease_duration_s),
+            ("renew-deadline", self.renew_deadline_s),
+            ("retry-period", self.retry_period_s),
+        ):
+            if value is not None:
+                args.append(f"--leader-elect-{flag}={_duration(value)}")
+        return args
+
+
 class Daemon(_Process):
     """informerd against one cluster (``kubeconfig``), on a fixed port so that :meth:`restart`
-    brings it back at the same target."""
+    brings it back at the same target. With ``leader_election`` it is a replica of the set on
+    that Lease (:attr:`identity` is its name there)."""
 
     target: str
     metrics_url: str
+    identity: str
 
     def __init__(
         self,
@@ -290,6 +343,7 @@ class Daemon(_Process):
         config_yaml: str | None = None,
         extra_args: Sequence[str] = (),
         insecure: bool = True,
+        leader_election: LeaderElection | None = None,
     ) -> None:
         self._dir = workdir
         self._args = [str(find_binary("informerd"))]
@@ -303,7 +357,13 @@ class Daemon(_Process):
             self._args.append(f"--config={workdir / 'informerd.yaml'}")
         self.port = _free_port()
         self.target = f"127.0.0.1:{self.port}"
-        self._args += [f"--listen={self.target}", "--metrics-listen=127.0.0.1:0", *extra_args]
+        self._args += [f"--listen={self.target}", "--metrics-listen=127.0.0.1:0"]
+        self.leader_election = leader_election
+        self.identity = ""
+        if leader_election is not None:
+            self.identity = leader_election.identity or f"replica-{self.port}"
+            self._args += leader_election.args(self.identity, self.target)
+        self._args += extra_args
         self.starts = 0
         self._launch()
 
@@ -315,6 +375,7 @@ class Daemon(_Process):
         config_yaml: str | None = None,
         extra_args: Sequence[str] = (),
         insecure: bool = True,
+        leader_election: LeaderElection | None = None,
     ) -> Daemon:
         return cls(
             workdir or Path(tempfile.mkdtemp(prefix="informerd-")),
@@ -322,6 +383,7 @@ class Daemon(_Process):
             config_yaml,
             extra_args,
             insecure,
+            leader_election,
         )
 
     def _launch(self) -> None:
@@ -339,6 +401,11 @@ class Daemon(_Process):
         self.metrics_url = m.group(1)
         if not self.metrics_url.startswith("http"):
             self.metrics_url = "http://" + self.metrics_url
+
+    def send_signal(self, sig: int) -> None:
+        """Sends ``sig`` to the running daemon (e.g. SIGSTOP, SIGCONT) without waiting."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(sig)
 
     def restart(self, sig: int = signal.SIGTERM) -> None:
         """Stops the daemon (with ``sig``) and starts it again on the same port."""

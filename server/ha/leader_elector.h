@@ -1,0 +1,182 @@
+// LeaderElector: leader election on a coordination.k8s.io/v1 Lease, with client-go's semantics
+// (k8s.io/client-go/tools/leaderelection) and defaults, for a replica set of informerd daemons.
+//
+//   LeaderElector elector(client, {.lease_namespace = "informerd", .lease_name = "informerd",
+//                                  .identity = "informerd-0", .address = "10.0.0.5:7470"},
+//                         {.started_leading = [&](const Term& t) { ... },
+//                          .renewed = [&](SteadyTime until) { ... },
+//                          .stopped_leading = [&] { ... },
+//                          .new_leader = [&](const std::string& id, const std::string& addr) {}});
+//   elector.Start();
+//   ...
+//   elector.Stop();     // stops leading (stopped_leading runs) and releases the Lease
+//
+// The algorithm (one thread):
+//   * Acquire: every retry_period (jittered by up to 20%), read the Lease. A record that changed
+//     (its resourceVersion) since the last read is "observed" at that local time. While another
+//     holder's lease has not run out — observed time + its leaseDurationSeconds, on this
+//     replica's steady clock, never on the record's timestamps — do nothing. Otherwise write the
+//     record as holder (create it if missing), with the read resourceVersion, so of two replicas
+//     trying at once one gets 409 Conflict.
+//   * Lead: renew every retry_period. A renew that succeeds moves the deadline to (when its
+//     request was SENT) + renew_deadline; `renewed` gets it. When the deadline passes without
+//     one, leadership is lost: stopped_leading runs and the replica tries to acquire again.
+//     Losing it sooner: a renew that finds another holder.
+//   * Stop (graceful shutdown): if leading, stopped_leading runs, then the Lease is released —
+//     holderIdentity "", leaseDurationSeconds 1 — so another replica takes it at its next try.
+//
+// What informerd adds to client-go's record:
+//   * the annotation informerd.io/leader-address: where the holder serves gRPC, so followers
+//     can point clients at it;
+//   * leaseTransitions also counts a new term of the same holder (client-go counts only holder
+//     changes): a replica that lost the Lease and takes it again starts a new term, and its
+//     fencing tokens (Term::epoch) must be above those of its last term.
+//
+// Every request has its own timeout (min(renew_deadline / 2, retry_period + 1 s)), so a hung API
+// server cannot hold the thread past the renew deadline.
+//
+// Thread safety: Start and Stop from one thread; the callbacks run on the elector's thread, one
+// at a time, in order. Observe and the accessors may be called from any thread.
+#ifndef INFORMERD_SERVER_HA_LEADER_ELECTOR_H_
+#define INFORMERD_SERVER_HA_LEADER_ELECTOR_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "base/metrics.h"
+#include "base/mutex.h"
+#include "client/client.h"
+
+namespace informerd::ha {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+// The Lease annotation with the holder's gRPC address.
+inline constexpr absl::string_view kLeaderAddressAnnotation = "informerd.io/leader-address";
+
+struct ElectorOptions {
+  std::string lease_namespace = "default";
+  std::string lease_name = "informerd";
+  // holderIdentity while leading; unique per process (DefaultIdentity()).
+  std::string identity;
+  // host:port where this replica serves gRPC (advertised to followers); may be "".
+  std::string address;
+  // client-go's defaults.
+  absl::Duration lease_duration = absl::Seconds(15);
+  absl::Duration renew_deadline = absl::Seconds(10);
+  absl::Duration retry_period = absl::Seconds(2);
+  // nullptr: no metrics. Must outlive the elector.
+  MetricsRegistry* metrics = nullptr;
+};
+
+// Checks ElectorOptions as client-go does (lease_duration > renew_deadline > retry_period * 1.2,
+// all positive, names valid); errors name the config key (leaderElection.<key>).
+absl::Status ValidateElectorOptions(const ElectorOptions& options);
+
+// <hostname>_<8 random hex digits>, like client-go users' hostname + "_" + uuid.
+std::string DefaultIdentity();
+
+// One term of this replica's leadership.
+struct Term {
+  // The Lease's leaseTransitions as written by this replica when it took the Lease.
+  int64_t transitions = 0;
+  // Fencing tokens of this term are greater: (transitions + 1) << 40 (work.proto's
+  // Started.epoch), so the first term's epoch is not 0 and 2^40 tokens fit in each term.
+  uint64_t epoch = 0;
+  absl::Time since;
+  // Leading until this (the renew deadline on the steady clock) unless renewed.
+  SteadyTime deadline;
+};
+
+// The Lease as last read or written.
+struct LeaseRecord {
+  std::string holder;
+  std::string holder_address;
+  int64_t lease_duration_seconds = 0;
+  int64_t transitions = 0;
+  std::string acquire_time;  // MicroTime strings as stored
+  std::string renew_time;
+  std::string resource_version;
+};
+
+// The Lease's JSON for `record` in namespace/name (resourceVersion included when not empty).
+std::string LeaseJson(absl::string_view lease_namespace, absl::string_view name,
+                      const LeaseRecord& record);
+// Parses a Lease; INVALID_ARGUMENT naming the field (e.g. "spec.leaseTransitions").
+absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json);
+
+struct ElectorCallbacks {
+  std::function<void(const Term&)> started_leading;
+  std::function<void(SteadyTime deadline)> renewed;
+  std::function<void()> stopped_leading;
+  // The observed holder changed (identity "" when the Lease is free or unknown).
+  std::function<void(const std::string& identity, const std::string& address)> new_leader;
+};
+
+class LeaderElector {
+ public:
+  // `client` talks to the cluster holding the Lease; must outlive the elector.
+  LeaderElector(client::Client* client, ElectorOptions options, ElectorCallbacks callbacks);
+  ~LeaderElector();  // Stop()
+  LeaderElector(const LeaderElector&) = delete;
+  LeaderElector& operator=(const LeaderElector&) = delete;
+
+  void Start();
+  // Stops the thread; if leading, runs stopped_leading and releases the Lease (one attempt,
+  // bounded by the request timeout). Idempotent.
+  void Stop();
+
+  const ElectorOptions& options() const { return options_; }
+  bool leading() const;
+  // The holder and its address as last observed ("" when none).
+  std::string leader() const;
+  std::string leader_address() const;
+  int64_t observed_transitions() const;
+  std::optional<Term> term() const;
+
+ private:
+  void Run();
+  // One try; returns whether this replica holds the Lease after it. `sent` is when the write
+  // that succeeded was sent.
+  bool TryAcquireOrRenew(SteadyTime* sent);
+  // Updates observed_* from `record` (read at `now`) and reports a new holder.
+  void Observe(const LeaseRecord& record, SteadyTime now);
+  void Lose();
+  void Release();
+  absl::StatusOr<LeaseRecord> Read();
+  absl::StatusOr<LeaseRecord> Write(const LeaseRecord& record, bool create);
+  // Waits up to `d` or until Stop; returns false when stopping.
+  bool Sleep(absl::Duration d);
+
+  client::Client* const client_;
+  const ElectorOptions options_;
+  const ElectorCallbacks callbacks_;
+  const absl::Duration request_timeout_;
+  std::string path_;  // the Lease's URL path
+
+  Gauge* leader_gauge_ = nullptr;
+  Counter* transitions_counter_ = nullptr;
+  Counter* renew_failures_ = nullptr;
+
+  mutable Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  std::optional<Term> term_ ABSL_GUARDED_BY(mu_);
+  // Held by this thread only, read by accessors under mu_.
+  std::optional<LeaseRecord> observed_ ABSL_GUARDED_BY(mu_);
+  SteadyTime observed_time_ ABSL_GUARDED_BY(mu_);
+  std::string reported_leader_;  // elector thread only
+  std::thread thread_;
+};
+
+}  // namespace informerd::ha
+
+#endif  // INFORMERD_SERVER_HA_LEADER_ELECTOR_H_

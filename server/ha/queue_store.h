@@ -1,0 +1,75 @@
+// QueueStore: the specs of queues created over the API, kept in the cluster so that a replica
+// set's next leader recreates them (docs/high-availability.md). Each is a Queue object of
+// informerd's own API group — informerd.io/v1alpha1, namespaced, in the Lease's namespace — named
+// after the queue, labelled informerd.io/lease=<lease name>, whose `spec` is the
+// informerd.v1.QueueSpec in proto JSON. deploy/crd/queues.yaml installs the CRD.
+//
+//   QueueStore store(client, {.namespace_name = "informerd", .lease_name = "informerd"});
+//   store.Save(spec);                      // create or replace
+//   absl::StatusOr<std::vector<StoredQueue>> all = store.List();
+//   store.Remove("pods");
+//
+// Errors: the API server's (NOT_FOUND with a hint when the CRD is not installed). A stored object
+// whose spec is not a QueueSpec is returned with its parse error, naming the object, not dropped
+// silently and never fatal.
+//
+// Thread safety: every method may be called from any thread; each blocks on the API server for
+// at most `request_timeout` per request.
+#ifndef INFORMERD_SERVER_HA_QUEUE_STORE_H_
+#define INFORMERD_SERVER_HA_QUEUE_STORE_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "client/client.h"
+#include "informerd/v1/queues.pb.h"
+#include "server/service/queue_registry.h"
+
+namespace informerd::ha {
+
+// The label selecting one replica set's stored queues.
+inline constexpr absl::string_view kLeaseLabel = "informerd.io/lease";
+
+struct QueueStoreOptions {
+  std::string namespace_name = "default";
+  std::string lease_name = "informerd";
+  absl::Duration request_timeout = absl::Seconds(10);
+};
+
+// One stored object: its spec, or why it is not one.
+struct StoredQueue {
+  std::string name;
+  absl::StatusOr<v1::QueueSpec> spec;
+};
+
+// The stored object for `spec`, and the spec parsed back from an object's `spec` JSON.
+std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpec& spec,
+                            absl::string_view resource_version);
+absl::StatusOr<v1::QueueSpec> ParseStoredSpec(absl::string_view object_name,
+                                              absl::string_view spec_json);
+
+class QueueStore final : public service::QueueSpecStore {
+ public:
+  // `client` must outlive the store.
+  QueueStore(client::Client* client, QueueStoreOptions options);
+
+  absl::Status Save(const v1::QueueSpec& spec) override;
+  absl::Status Remove(const std::string& name) override;
+  absl::StatusOr<std::vector<StoredQueue>> List();
+
+ private:
+  absl::StatusOr<client::Client::RawResponse> Send(std::string method, std::string path,
+                                                   std::string body);
+  std::string Collection() const;
+
+  client::Client* const client_;
+  const QueueStoreOptions options_;
+};
+
+}  // namespace informerd::ha
+
+#endif  // INFORMERD_SERVER_HA_QUEUE_STORE_H_

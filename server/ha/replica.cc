@@ -1,0 +1,155 @@
+#include "server/ha/replica.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "spdlog/spdlog.h"
+
+namespace informerd::ha {
+
+Replica::Replica(client::Client* client, ReplicaOptions options, service::QueueRegistry* queues,
+                 service::LeaderGate* gate, QueueStore* store)
+    : options_(std::move(options)), queues_(queues), gate_(gate), store_(store) {
+  elector_ = std::make_unique<LeaderElector>(
+      client, options_.elector,
+      ElectorCallbacks{
+          .started_leading = [this](const Term& term) { OnStarted(term); },
+          .renewed =
+              [this](SteadyTime deadline) {
+                MutexLock l(&mu_);
+                deadline_ = deadline;
+                if (restoring_done_) gate_->Renewed(deadline);
+              },
+          .stopped_leading = [this] { OnStopped(); },
+          .new_leader =
+              [this](const std::string& identity, const std::string& address) {
+                if (identity != options_.elector.identity) gate_->Follow(identity, address);
+              },
+      });
+}
+
+Replica::~Replica() { Stop(); }
+
+void Replica::Start() {
+  restorer_ = std::thread([this] { RunRestores(); });
+  elector_->Start();
+}
+
+void Replica::Stop() {
+  if (elector_ != nullptr) elector_->Stop();  // steps down and releases the Lease if leading
+  {
+    MutexLock l(&mu_);
+    stopping_ = true;
+  }
+  if (restorer_.joinable()) restorer_.join();
+}
+
+void Replica::OnStarted(const Term& term) {
+  MutexLock l(&mu_);
+  ++seq_;
+  restoring_done_ = false;
+  deadline_ = term.deadline;
+  pending_.emplace_back(seq_, term);
+}
+
+void Replica::OnStopped() {
+  {
+    MutexLock l(&mu_);
+    ++seq_;
+    restoring_done_ = false;
+    pending_.clear();
+  }
+  // The gate first: nothing is handed out from here on; then the queues and their streams.
+  gate_->Follow(elector_->leader() == options_.elector.identity ? "" : elector_->leader(),
+                elector_->leader() == options_.elector.identity ? "" : elector_->leader_address());
+  queues_->EndTerm(service::NotLeaderError("", ""));
+}
+
+void Replica::RunRestores() {
+  for (;;) {
+    std::pair<uint64_t, Term> next;
+    {
+      MutexLock l(&mu_);
+      mu_.Await([this]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || !pending_.empty(); });
+      if (stopping_) return;
+      next = pending_.front();
+      pending_.pop_front();
+    }
+    Restore(next.first, next.second);
+  }
+}
+
+void Replica::Restore(uint64_t seq, const Term& term) {
+  auto current = [this, seq] {
+    MutexLock l(&mu_);
+    return seq_ == seq && !stopping_;
+  };
+  {
+    // Under mu_: a term that ended before its restore began must not reopen the registry.
+    MutexLock l(&mu_);
+    if (seq_ != seq || stopping_) return;
+    queues_->BeginTerm(term.epoch);
+  }
+  for (const v1::QueueSpec& spec : options_.config_queues) {
+    absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
+        queues_->Create(spec, service::Persist::kNo);
+    if (q.ok()) {
+      (*q)->Pin();
+    } else {
+      spdlog::error("leader: the config's queue {} could not be created: {}", spec.name(),
+                    q.status().ToString());
+    }
+  }
+  if (store_ != nullptr) {
+    for (int attempt = 0;; ++attempt) {
+      if (!current()) return;
+      absl::StatusOr<std::vector<StoredQueue>> stored = store_->List();
+      if (!stored.ok()) {
+        spdlog::warn("leader: listing the stored queues failed (attempt {}); Queues and Work wait "
+                     "until they are restored: {}",
+                     attempt + 1, stored.status().ToString());
+        absl::SleepFor(absl::Seconds(1));
+        continue;
+      }
+      for (StoredQueue& s : *stored) {
+        if (!s.spec.ok()) {
+          spdlog::error("leader: stored queue {} skipped: {}", s.name, s.spec.status().ToString());
+          continue;
+        }
+        absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
+            queues_->Create(*s.spec, service::Persist::kNo);
+        if (!q.ok()) {
+          spdlog::error("leader: stored queue {} could not be created: {}", s.name,
+                        q.status().ToString());
+        }
+      }
+      break;
+    }
+  }
+  MutexLock l(&mu_);
+  if (seq_ != seq || stopping_) return;
+  restoring_done_ = true;
+  gate_->Lead(deadline_);
+  spdlog::info("leader: term {} serves Queues and Work ({} queues)", term.transitions,
+               queues_->List().size());
+}
+
+v1::ReplicaInfo Replica::Info() const {
+  v1::ReplicaInfo info;
+  const bool leading = gate_->MayDispatch();
+  info.set_role(leading ? v1::LEADER : v1::FOLLOWER);
+  info.set_identity(options_.elector.identity);
+  info.set_address(options_.elector.address);
+  info.set_leader(elector_->leader());
+  info.set_leader_address(elector_->leader_address());
+  info.set_lease(absl::StrCat(options_.elector.lease_namespace, "/", options_.elector.lease_name));
+  info.set_cluster(options_.cluster);
+  info.set_lease_transitions(elector_->observed_transitions());
+  if (std::optional<Term> term = elector_->term(); term.has_value() && leading) {
+    info.set_leading_since_unix_ms(absl::ToUnixMillis(term->since));
+    info.set_token_epoch(term->epoch);
+  }
+  return info;
+}
+
+}  // namespace informerd::ha

@@ -88,6 +88,10 @@ class ConnectionOptions:
         options: list[tuple[str, int | str]] = [
             ("grpc.keepalive_time_ms", int(self.keepalive_s * 1000)),
             ("grpc.keepalive_timeout_ms", int(self.keepalive_timeout_s * 1000)),
+            # gRPC core also times out every ping it sends after this (1 min by default), and
+            # that is what ends a connection to a stopped peer: the keepalive timeout alone
+            # does not.
+            ("grpc.http2.ping_timeout_ms", int(self.keepalive_timeout_s * 1000)),
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.max_pings_without_data", 0),
             ("grpc.max_receive_message_length", self.max_receive_bytes),

@@ -127,6 +127,9 @@ class WorkStream:
         self._closing = False
         self._call: grpc.aio.StreamStreamCall[work_pb2.ProcessRequest, work_pb2.ProcessResponse]
         self._route: Route | None = None
+        # Start attempts (a follower's NOT_LEADER makes another): only the last one's request
+        # iterator sends.
+        self._attempts = 0
         self._heartbeat_task: asyncio.Task[None] | None = None
         self._heartbeat_due = False
 
@@ -161,10 +164,14 @@ class WorkStream:
         """Leases delivered and not yet answered, as (key, token) (a copy)."""
         return set(self._held)
 
-    async def _requests(self) -> AsyncIterator[work_pb2.ProcessRequest]:
+    async def _requests(self, attempt: int) -> AsyncIterator[work_pb2.ProcessRequest]:
         yield work_pb2.ProcessRequest(start=self._start)
         while True:
             await self._wake.wait()
+            if attempt != self._attempts:
+                # The call of an earlier start attempt (refused, e.g. NOT_LEADER): grpc may not
+                # stop its request iterator; it must not take this stream's outcomes.
+                return
             self._wake.clear()
             if self._pending:
                 batch, self._pending = self._pending, []
@@ -196,8 +203,9 @@ class WorkStream:
 
     async def _start_on(self, route: Route, timeout_s: float) -> work_pb2.Started:
         self._route = route
+        self._attempts += 1
         self._call = route.stubs.work.Process(
-            self._requests(), metadata=self._client.call_metadata()
+            self._requests(self._attempts), metadata=self._client.call_metadata()
         )
         try:
             first = await asyncio.wait_for(self._call.read(), timeout_s)

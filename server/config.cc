@@ -385,13 +385,77 @@ absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
   return absl::OkStatus();
 }
 
+absl::Status ParseLeaderElection(const YAML::Node& n, absl::string_view origin,
+                                 LeaderElectionConfig* le) {
+  const std::string path = "leaderElection";
+  if (absl::Status s = CheckKeys(n, origin, path,
+                                 {"enabled", "lease", "identity", "advertiseAddress",
+                                  "leaseDuration", "renewDeadline", "retryPeriod"});
+      !s.ok()) {
+    return s;
+  }
+  if (n["enabled"]) {
+    absl::StatusOr<bool> v = Bool(n["enabled"], origin, Join(path, "enabled"));
+    if (!v.ok()) return v.status();
+    le->enabled = *v;
+  }
+  if (const YAML::Node& lease = n["lease"]) {
+    if (absl::Status s = CheckKeys(lease, origin, "leaderElection.lease", {"namespace", "name"});
+        !s.ok()) {
+      return s;
+    }
+    for (const auto& [key, field] : std::vector<std::pair<const char*, std::string*>>{
+             {"namespace", &le->lease_namespace}, {"name", &le->lease_name}}) {
+      if (!lease[key]) continue;
+      absl::StatusOr<std::string> v = String(lease[key], origin, Join("leaderElection.lease", key));
+      if (!v.ok()) return v.status();
+      *field = *v;
+    }
+  }
+  for (const auto& [key, field] : std::vector<std::pair<const char*, std::string*>>{
+           {"identity", &le->identity}, {"advertiseAddress", &le->advertise_address}}) {
+    if (!n[key]) continue;
+    absl::StatusOr<std::string> v = String(n[key], origin, Join(path, key));
+    if (!v.ok()) return v.status();
+    *field = *v;
+  }
+  for (const auto& [key, field] : std::vector<std::pair<const char*, absl::Duration*>>{
+           {"leaseDuration", &le->lease_duration},
+           {"renewDeadline", &le->renew_deadline},
+           {"retryPeriod", &le->retry_period}}) {
+    if (absl::Status s = DurationKey(n, origin, path, key, field); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+// client-go's rules for the three durations (leaderelection.NewLeaderElector).
+absl::Status ValidateLeaderElection(const LeaderElectionConfig& le, absl::string_view origin) {
+  if (le.retry_period <= absl::ZeroDuration()) {
+    return Bad(origin, "leaderElection.retryPeriod", "must be positive");
+  }
+  if (le.lease_duration < absl::Seconds(1)) {
+    return Bad(origin, "leaderElection.leaseDuration", "must be at least 1s");
+  }
+  if (le.lease_duration <= le.renew_deadline) {
+    return Bad(origin, "leaderElection.leaseDuration", "must be greater than renewDeadline");
+  }
+  if (le.renew_deadline <= le.retry_period * 1.2) {
+    return Bad(origin, "leaderElection.renewDeadline", "must be greater than retryPeriod * 1.2");
+  }
+  if (!le.advertise_address.empty() && le.advertise_address.find(':') == std::string::npos) {
+    return Bad(origin, "leaderElection.advertiseAddress",
+               absl::StrCat("\"", le.advertise_address, "\" is not host:port"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonConfig* config) {
   if (!root || root.IsNull()) return absl::OkStatus();  // an empty file: all defaults
   if (absl::Status s = CheckKeys(root, origin, "",
                                  {"listen", "metricsListen", "tls", "shutdownGracePeriod", "idleTimeout",
                                   "limits", "keepalive", "clusters", "informers", "queues",
                                   "logLevel", "insecureAllowUnauthenticated", "authentication",
-                                  "authorization", "callerLimits"});
+                                  "authorization", "callerLimits", "leaderElection"});
       !s.ok()) {
     return s;
   }
@@ -486,6 +550,13 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
     }
   }
   if (absl::Status s = ParseAuth(root, origin, &config->auth); !s.ok()) return s;
+  if (root["leaderElection"]) {
+    if (absl::Status s = ParseLeaderElection(root["leaderElection"], origin,
+                                             &config->leader_election);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (root["clusters"]) {
     if (absl::Status s = ParseClusters(root["clusters"], origin, config); !s.ok()) return s;
   }
@@ -521,6 +592,9 @@ absl::Status Validate(DaemonConfig* config, absl::string_view origin) {
   int defaults = 0;
   for (const ClusterConfig& c : config->clusters) defaults += c.is_default;
   if (defaults > 1) return Bad(origin, "clusters", "more than one is the default");
+  if (config->leader_election.enabled) {
+    if (absl::Status s = ValidateLeaderElection(config->leader_election, origin); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -562,6 +636,14 @@ std::string FlagsUsage() {
   --insecure-allow-unauthenticated
                            serve every call with no authentication or authorization, TCP
                            without TLS allowed: local development only
+  --leader-elect           run as one replica of a set: a Lease of the default cluster elects
+                           the leader, which alone serves Queues and Work
+  --leader-elect-resource-namespace=NS --leader-elect-resource-name=NAME
+                           the Lease (default: the pod's namespace or "default"; "informerd")
+  --leader-elect-identity=ID   the Lease's holderIdentity (default <hostname>_<random>)
+  --advertise-address=HOST:PORT  where clients reach this replica's gRPC
+  --leader-elect-lease-duration=DUR --leader-elect-renew-deadline=DUR
+  --leader-elect-retry-period=DUR  client-go's timings (defaults 15s, 10s, 2s)
 )";
 }
 
@@ -569,11 +651,14 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
   *help = false;
   std::vector<std::pair<std::string, std::string>> flags;
   static const std::set<std::string> kBoolean = {"in-cluster", "help",
-                                                 "insecure-allow-unauthenticated"};
+                                                 "insecure-allow-unauthenticated", "leader-elect"};
   static const std::set<std::string> kKnown = {
       "config",   "listen",   "metrics-listen", "kubeconfig",    "context",        "in-cluster",
       "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "help",
-      "idle-timeout", "insecure-allow-unauthenticated"};
+      "idle-timeout", "insecure-allow-unauthenticated", "leader-elect",
+      "leader-elect-resource-namespace", "leader-elect-resource-name", "leader-elect-identity",
+      "advertise-address", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+      "leader-elect-retry-period"};
   for (size_t i = 0; i < args.size(); ++i) {
     absl::string_view arg = args[i];
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
@@ -649,6 +734,26 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
             "--insecure-allow-unauthenticated: must be true or false");
       }
       config.auth.insecure_allow_unauthenticated = value == "true";
+    } else if (name == "leader-elect") {
+      if (value != "true" && value != "false") {
+        return absl::InvalidArgumentError("--leader-elect: must be true or false");
+      }
+      config.leader_election.enabled = value == "true";
+    } else if (name == "leader-elect-resource-namespace") {
+      config.leader_election.lease_namespace = value;
+    } else if (name == "leader-elect-resource-name") {
+      config.leader_election.lease_name = value;
+    } else if (name == "leader-elect-identity") {
+      config.leader_election.identity = value;
+    } else if (name == "advertise-address") {
+      config.leader_election.advertise_address = value;
+    } else if (name == "leader-elect-lease-duration" || name == "leader-elect-renew-deadline" ||
+               name == "leader-elect-retry-period") {
+      absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
+      if (!d.ok()) return d.status();
+      (name == "leader-elect-lease-duration"    ? config.leader_election.lease_duration
+       : name == "leader-elect-renew-deadline" ? config.leader_election.renew_deadline
+                                                : config.leader_election.retry_period) = *d;
     }
   }
   if (flag_cluster) {

@@ -37,6 +37,14 @@
 //     cacheSize: 10000
 //     reviewTimeout: 5s
 //   callerLimits: {informers: 50, queues: 50, streams: 200, inFlight: 100}   # per identity
+//   leaderElection:                           # replica sets (docs/high-availability.md)
+//     enabled: true
+//     lease: {namespace: informerd, name: informerd}   # a Lease of the default cluster
+//     identity: informerd-0                   # default <hostname>_<random>
+//     advertiseAddress: 10.0.0.5:7470         # where clients reach this replica
+//     leaseDuration: 15s                      # client-go's defaults
+//     renewDeadline: 10s
+//     retryPeriod: 2s
 //   queues:                                   # informerd.v1.QueueSpec in proto JSON
 //     - name: pod-reconciler
 //       sources: [{informerId: pods}]          # an informer alias (or id)
@@ -84,6 +92,23 @@ struct TlsConfig {
   bool enabled() const { return !cert_file.empty(); }
 };
 
+// Replica sets (docs/high-availability.md): leader election on a Lease of the default cluster.
+struct LeaderElectionConfig {
+  bool enabled = false;
+  // "": the pod's namespace (the service account's namespace file), else "default".
+  std::string lease_namespace;
+  std::string lease_name = "informerd";
+  // The Lease's holderIdentity. "": <hostname>_<random>.
+  std::string identity;
+  // host:port where clients reach this replica's gRPC (followers name it in NOT_LEADER errors).
+  // "": the first TCP listen address, unless it is a wildcard (0.0.0.0, [::]).
+  std::string advertise_address;
+  // client-go's defaults.
+  absl::Duration lease_duration = absl::Seconds(15);
+  absl::Duration renew_deadline = absl::Seconds(10);
+  absl::Duration retry_period = absl::Seconds(2);
+};
+
 struct DaemonConfig {
   // "host:port" or "unix:///path". Default: 127.0.0.1:7470.
   std::vector<std::string> listen;
@@ -106,6 +131,7 @@ struct DaemonConfig {
   std::string log_level = "info";
   // Authentication, authorization and per-caller limits (server/auth).
   auth::GuardOptions auth;
+  LeaderElectionConfig leader_election;
 };
 
 // Parses a config file's text; `origin` names it in errors. INVALID_ARGUMENT naming the key.
@@ -118,6 +144,8 @@ absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
 //   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
 //   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
 //   --idle-timeout=DURATION  --log-level=LEVEL  --insecure-allow-unauthenticated
+//   --leader-elect  --leader-elect-resource-namespace/-name=NAME  --leader-elect-identity=ID
+//   --advertise-address=HOST:PORT  --leader-elect-lease-duration/-renew-deadline/-retry-period=DUR
 // --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".
 // INVALID_ARGUMENT naming an unknown flag or a bad value. `*help` is set for --help.
 absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help);

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,12 +18,15 @@
 #include "informerd/v1/admin.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "httplib.h"
+#include "server/ha/queue_store.h"
+#include "server/ha/replica.h"
 #include "server/service/admin_service.h"
 #include "server/service/clusters.h"
 #include "server/service/grpc_metrics.h"
 #include "server/service/idle_reaper.h"
 #include "server/service/informer_registry.h"
 #include "server/service/informer_service.h"
+#include "server/service/leader_gate.h"
 #include "server/service/queue_registry.h"
 #include "server/service/queue_service.h"
 #include "server/service/source_lookups.h"
@@ -62,6 +66,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsCo
     options.pem_root_certs = *ca;
   }
   return grpc::SslServerCredentials(options);
+}
+
+// The Lease's namespace: configured, else the pod's (its service account's), else "default".
+std::string LeaseNamespace(const LeaderElectionConfig& le) {
+  if (!le.lease_namespace.empty()) return le.lease_namespace;
+  absl::StatusOr<std::string> ns =
+      client::ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace", 253);
+  if (ns.ok() && !absl::StripAsciiWhitespace(*ns).empty()) {
+    return std::string(absl::StripAsciiWhitespace(*ns));
+  }
+  return "default";
 }
 
 absl::StatusOr<client::RestConfig> ClusterRestConfig(const ClusterConfig& c) {
@@ -129,9 +144,22 @@ absl::Status Daemon::Init() {
   }
   informers_ = std::make_unique<service::InformerRegistry>(
       clusters_.get(), service::InformerRegistryOptions{.metrics = &metrics_});
+  const LeaderElectionConfig& le = config_.leader_election;
+  if (le.enabled) {
+    absl::StatusOr<service::Clusters::Cluster*> lease_cluster = clusters_->Find("");
+    if (!lease_cluster.ok()) {
+      return absl::InvalidArgumentError(
+          "leaderElection.enabled: needs a cluster to hold the Lease (configure clusters)");
+    }
+    gate_ = std::make_unique<service::LeaderGate>();
+    queue_store_ = std::make_unique<ha::QueueStore>(
+        (*lease_cluster)->client.get(),
+        ha::QueueStoreOptions{.namespace_name = LeaseNamespace(le), .lease_name = le.lease_name});
+  }
   queues_ = std::make_unique<service::QueueRegistry>(
       service::InformerSourceLookups(informers_.get(), clusters_.get()),
-      service::QueueRegistryOptions{.metrics = &metrics_});
+      service::QueueRegistryOptions{
+          .metrics = &metrics_, .gate = gate_.get(), .store = queue_store_.get()});
 
   // Configured informers, then queues (whose sources may name informers by alias).
   absl::flat_hash_map<std::string, std::string> alias_to_id;
@@ -146,6 +174,7 @@ absl::Status Daemon::Init() {
     informers_->Pin(e->id).IgnoreError();  // just ensured
     if (!config_.informers[i].alias.empty()) alias_to_id[config_.informers[i].alias] = e->id;
   }
+  std::vector<v1::QueueSpec> config_queues;
   for (size_t i = 0; i < config_.queues.size(); ++i) {
     v1::QueueSpec spec = config_.queues[i];
     for (v1::QueueSource& source : *spec.mutable_sources()) {
@@ -158,7 +187,16 @@ absl::Status Daemon::Init() {
         }
       }
     }
-    absl::StatusOr<std::shared_ptr<service::NamedQueue>> q = queues_->Create(spec);
+    if (le.enabled) {
+      // Created by each term's leader (ha/replica.h); checked now so a bad one stops start-up.
+      if (absl::Status s = queues_->Validate(spec); !s.ok()) {
+        return absl::Status(s.code(), absl::StrCat("queues[", i, "]: ", s.message()));
+      }
+      config_queues.push_back(std::move(spec));
+      continue;
+    }
+    absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
+        queues_->Create(spec, service::Persist::kNo);
     if (!q.ok()) {
       return absl::Status(q.status().code(),
                           absl::StrCat("queues[", i, "]: ", q.status().message()));
@@ -180,7 +218,9 @@ absl::Status Daemon::Init() {
   work_service_ =
       std::make_unique<service::WorkService>(queues_.get(), guard_.get(), informers_.get());
   admin_service_ = std::make_unique<service::AdminService>(
-      clusters_.get(), informers_.get(), queues_.get(), informer_service_.get(), guard_.get());
+      clusters_.get(), informers_.get(), queues_.get(), informer_service_.get(), guard_.get(),
+      le.enabled ? service::AdminService::ReplicaInfoFn([this] { return replica_->Info(); })
+                 : nullptr);
 
   grpc::EnableDefaultHealthCheckService(true);
   // Reflection is served to anyone who connects (gRPC's own service, outside the guard): only
@@ -245,7 +285,47 @@ absl::Status Daemon::Init() {
     grpc_addresses_.push_back(
         absl::StrCat(address.substr(0, address.rfind(':')), ":", *ports[i]));
   }
-  return StartHttp();
+  if (absl::Status s = StartHttp(); !s.ok()) return s;
+  if (le.enabled) return StartReplica(std::move(config_queues));
+  return absl::OkStatus();
+}
+
+absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
+  const LeaderElectionConfig& le = config_.leader_election;
+  ha::ElectorOptions options{.lease_namespace = LeaseNamespace(le),
+                             .lease_name = le.lease_name,
+                             .identity = le.identity.empty() ? ha::DefaultIdentity() : le.identity,
+                             .address = le.advertise_address,
+                             .lease_duration = le.lease_duration,
+                             .renew_deadline = le.renew_deadline,
+                             .retry_period = le.retry_period,
+                             .metrics = &metrics_};
+  if (options.address.empty()) {
+    // The first TCP address as bound, unless it is a wildcard nobody can dial.
+    for (const std::string& a : grpc_addresses_) {
+      if (absl::StartsWith(a, "unix:")) continue;
+      const std::string host = a.substr(0, a.rfind(':'));
+      if (host != "0.0.0.0" && host != "[::]" && host != "::" && !host.empty()) options.address = a;
+      break;
+    }
+    if (options.address.empty()) {
+      spdlog::warn("leaderElection.advertiseAddress is not set and no TCP listen address can be "
+                   "dialled: followers will not tell clients where the leader is");
+    }
+  }
+  if (absl::Status s = ha::ValidateElectorOptions(options); !s.ok()) return s;
+  service::Clusters::Cluster* cluster = *clusters_->Find("");
+  spdlog::info("leader election: {} on Lease {}/{} of cluster {} (advertising {})",
+               options.identity, options.lease_namespace, options.lease_name, cluster->name,
+               options.address.empty() ? "nothing" : options.address);
+  replica_ = std::make_unique<ha::Replica>(
+      cluster->client.get(),
+      ha::ReplicaOptions{.elector = std::move(options),
+                         .cluster = cluster->name,
+                         .config_queues = std::move(config_queues)},
+      queues_.get(), gate_.get(), queue_store_.get());
+  replica_->Start();
+  return absl::OkStatus();
 }
 
 std::vector<std::string> Daemon::UnsyncedInformers() const {
@@ -331,6 +411,9 @@ void Daemon::Shutdown() {
     server_->GetHealthCheckService()->SetServingStatus(false);
   }
   idle_reaper_.reset();  // frees nothing from now on
+  // A leader steps down at once and releases the Lease, so a follower takes over within its
+  // retry period; its Work streams end with NOT_LEADER and their workers move to the new leader.
+  if (replica_ != nullptr) replica_->Stop();
   // Stop handing out keys; let in-flight ones be answered for the grace period.
   if (queues_ != nullptr) queues_->ShutDownAll(config_.shutdown_grace_period);
   unix_listeners_.clear();  // no new connections
@@ -355,7 +438,10 @@ void Daemon::Shutdown() {
   informer_service_.reset();
   server_.reset();
   guard_.reset();  // answers calls still waiting for a review
+  replica_.reset();
   queues_.reset();
+  queue_store_.reset();
+  gate_.reset();
   informers_.reset();
   clusters_.reset();
   MutexLock lock(&mu_);

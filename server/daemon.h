@@ -54,7 +54,12 @@ class InformerService;
 class QueueRegistry;
 class QueueService;
 class WorkService;
+class LeaderGate;
 }  // namespace service
+namespace ha {
+class QueueStore;
+class Replica;
+}  // namespace ha
 
 class Daemon {
  public:
@@ -75,6 +80,8 @@ class Daemon {
   explicit Daemon(DaemonConfig config);
   absl::Status Init();
   absl::Status StartHttp();
+  // Replica sets: the elector, once the gRPC server listens (its address is advertised).
+  absl::Status StartReplica(std::vector<v1::QueueSpec> config_queues);
   // Ids of the configured informers that have not synced yet (what /readyz waits for).
   std::vector<std::string> UnsyncedInformers() const;
   // OK when the gRPC server answers a call of ours within 2 s (what /healthz reports).
@@ -84,7 +91,12 @@ class Daemon {
   MetricsRegistry metrics_;
   std::unique_ptr<service::Clusters> clusters_;
   std::unique_ptr<service::InformerRegistry> informers_;
+  // Replica sets (config_.leader_election): the gate and the store outlive the registry, which
+  // outlives the replica.
+  std::unique_ptr<service::LeaderGate> gate_;
+  std::unique_ptr<ha::QueueStore> queue_store_;
   std::unique_ptr<service::QueueRegistry> queues_;
+  std::unique_ptr<ha::Replica> replica_;
   // Authenticates and authorizes every call; outlives the services and the server.
   std::unique_ptr<auth::Guard> guard_;
   // Unix sockets informerd accepts itself, to know each peer's uid (with authentication on).

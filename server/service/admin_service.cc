@@ -40,6 +40,18 @@ grpc::ServerUnaryReactor* AdminService::ListQueues(grpc::CallbackServerContext* 
   return Guarded(context, [this, response] { FillQueues(response); });
 }
 
+grpc::ServerUnaryReactor* AdminService::GetReplica(grpc::CallbackServerContext* context,
+                                                   const v1::GetReplicaRequest*,
+                                                   v1::ReplicaInfo* response) {
+  return Guarded(context, [this, response] {
+    if (replica_ != nullptr) {
+      *response = replica_();
+    } else {
+      response->set_role(v1::STANDALONE);
+    }
+  });
+}
+
 void AdminService::FillClusters(v1::ListClustersResponse* response) {
   const std::vector<InformerRegistry::Entry> informers = informers_->List();
   for (Clusters::Cluster* c : clusters_->List()) {

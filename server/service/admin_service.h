@@ -11,6 +11,8 @@
 #ifndef INFORMERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 #define INFORMERD_SERVER_SERVICE_ADMIN_SERVICE_H_
 
+#include <functional>
+
 #include "informerd/v1/admin.grpc.pb.h"
 #include "server/service/clusters.h"
 #include "server/service/informer_registry.h"
@@ -22,14 +24,19 @@ namespace informerd::service {
 
 class AdminService final : public v1::Admin::CallbackService {
  public:
+  // This replica's role (ha/replica.h); nullptr: a standalone daemon.
+  using ReplicaInfoFn = std::function<v1::ReplicaInfo()>;
+
   // `guard` (nullptr: nothing checked) requires verb admin on daemon.informerd.io of every call.
   AdminService(Clusters* clusters, InformerRegistry* informers, QueueRegistry* queues,
-               const InformerService* informer_service, auth::Guard* guard = nullptr)
+               const InformerService* informer_service, auth::Guard* guard = nullptr,
+               ReplicaInfoFn replica = nullptr)
       : clusters_(clusters),
         informers_(informers),
         queues_(queues),
         informer_service_(informer_service),
-        guard_(guard) {}
+        guard_(guard),
+        replica_(std::move(replica)) {}
 
   grpc::ServerUnaryReactor* ListClusters(grpc::CallbackServerContext* context,
                                          const v1::ListClustersRequest* request,
@@ -40,6 +47,9 @@ class AdminService final : public v1::Admin::CallbackService {
   grpc::ServerUnaryReactor* ListQueues(grpc::CallbackServerContext* context,
                                        const v1::ListQueuesRequest* request,
                                        v1::ListQueuesResponse* response) override;
+  grpc::ServerUnaryReactor* GetReplica(grpc::CallbackServerContext* context,
+                                       const v1::GetReplicaRequest* request,
+                                       v1::ReplicaInfo* response) override;
 
  private:
   void FillClusters(v1::ListClustersResponse* response);
@@ -54,6 +64,7 @@ class AdminService final : public v1::Admin::CallbackService {
   QueueRegistry* const queues_;
   const InformerService* const informer_service_;
   auth::Guard* const guard_;
+  const ReplicaInfoFn replica_;
 };
 
 }  // namespace informerd::service

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/service/leader_gate.h"
 #include "server/service/status.h"
+#include "spdlog/spdlog.h"
 
 namespace informerd::service {
 namespace {
@@ -33,9 +35,12 @@ uint64_t NowNanos() { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()
 // ---- NamedQueue ----
 
 NamedQueue::NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-                       Clock* clock, std::shared_ptr<Counter> expirations)
+                       Clock* clock, std::shared_ptr<Counter> expirations, uint64_t epoch,
+                       const LeaderGate* gate)
     : name_(spec.name()),
       clock_(clock),
+      epoch_(epoch),
+      gate_(gate),
       queue_(queue),
       adds_(std::make_shared<std::atomic<uint64_t>>(0)),
       expirations_(std::move(expirations)),
@@ -164,6 +169,16 @@ void NamedQueue::Dispatch() {
   while (size_t want = leases_.AwaitCredit()) {
     leases.clear();
     if (queue_->GetBatch(want, &leases) == 0) return;  // shut down and empty
+    if (gate_ != nullptr && !gate_->MayDispatch()) {
+      // The replica's term ended (or its renew deadline passed): nothing more is handed out. The
+      // keys go back; the registry closes this queue once the elector notices.
+      for (const Lease& lease : leases) {
+        queue_->Done(lease).IgnoreError();
+        queue_->Add(lease.key).IgnoreError();
+      }
+      absl::SleepFor(absl::Milliseconds(20));
+      continue;
+    }
     // Outside any lock: a sink may call back (its stream ending detaches its worker). A worker
     // detached meanwhile has already given these keys back; its sink drops them.
     for (LeaseTable::Delivery& d : leases_.Assign(&leases)) d.sink->Deliver(std::move(d.leases));
@@ -223,7 +238,8 @@ QueueRegistry::QueueRegistry(SourceLookups lookups, QueueRegistryOptions options
     : lookups_(std::move(lookups)),
       options_(options),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()),
-      epoch_(options.epoch != 0 ? options.epoch : NowNanos()) {
+      epoch_(options.epoch != 0 ? options.epoch : NowNanos()),
+      serving_(options.gate == nullptr) {
   if (options_.metrics != nullptr) {
     metrics_provider_ = std::make_unique<workqueue::PrometheusMetricsProvider>(options_.metrics);
   }
@@ -302,7 +318,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
   }
   std::shared_ptr<NamedQueue> named(
       new NamedQueue(built.spec, std::shared_ptr<workqueue::RateLimitingQueue>(std::move(*queue)),
-                     clock_, std::move(expirations)));
+                     clock_, std::move(expirations), epoch_, options_.gate));
   auto bindings = Bind(built, named.get(), /*running=*/nullptr);
   if (!bindings.ok()) {
     named->Close(bindings.status());
@@ -315,48 +331,82 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
   return named;
 }
 
-absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::QueueSpec& in) {
+absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::QueueSpec& in,
+                                                                  Persist persist) {
   auto built = Build(in);
   if (!built.ok()) return built.status();
-  MutexLock lock(&mu_);
-  if (auto it = queues_.find(built->spec.name()); it != queues_.end()) {
-    // Equal specs serialize equally (no maps, no unknown fields after our normalization).
-    if (it->second->spec().SerializeAsString() == built->spec.SerializeAsString()) {
-      it->second->Touch(clock_->Now());
-      return it->second;
+  std::shared_ptr<NamedQueue> created;
+  {
+    MutexLock lock(&mu_);
+    // A restore (kNo) runs before the term's gate opens.
+    if (!serving_ || (persist == Persist::kYes && !ServingLocked())) return NotServing();
+    if (auto it = queues_.find(built->spec.name()); it != queues_.end()) {
+      // Equal specs serialize equally (no maps, no unknown fields after our normalization).
+      if (it->second->spec().SerializeAsString() == built->spec.SerializeAsString()) {
+        it->second->Touch(clock_->Now());
+        return it->second;
+      }
+      return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_EXISTS_WITH_OTHER_SPEC,
+                   absl::StrCat("spec: queue ", built->spec.name(),
+                                " exists with a different spec; change it with UpdateQueue"),
+                   {{"queue", built->spec.name()}});
     }
-    return Error(absl::StatusCode::kFailedPrecondition, v1::QUEUE_EXISTS_WITH_OTHER_SPEC,
-                 absl::StrCat("spec: queue ", built->spec.name(),
-                              " exists with a different spec; change it with UpdateQueue"),
-                 {{"queue", built->spec.name()}});
+    auto q = CreateLocked(*std::move(built));
+    if (!q.ok() || persist == Persist::kNo || options_.store == nullptr) return q;
+    created = *std::move(q);
   }
-  return CreateLocked(*std::move(built));
+  if (absl::Status s = Save(created->spec()); !s.ok()) {
+    // Not kept across leaders: not created at all.
+    MutexLock lock(&mu_);
+    if (auto it = queues_.find(created->name()); it != queues_.end() && it->second == created) {
+      queues_.erase(it);
+      RemoveMetricsLocked(created->name());
+    }
+    created->Close(s);
+    return s;
+  }
+  return created;
 }
 
 absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::QueueSpec& in,
                                                                   bool allow_missing) {
   auto built = Build(in);
   if (!built.ok()) return built.status();
-  MutexLock lock(&mu_);
-  auto it = queues_.find(built->spec.name());
-  if (it == queues_.end()) {
-    if (!allow_missing) {
-      return QueueNotFound(built->spec.name());
+  std::shared_ptr<NamedQueue> named;
+  {
+    MutexLock lock(&mu_);
+    if (!ServingLocked()) return NotServing();
+    auto it = queues_.find(built->spec.name());
+    if (it == queues_.end()) {
+      if (!allow_missing) {
+        return QueueNotFound(built->spec.name());
+      }
+      auto q = CreateLocked(*std::move(built));
+      if (!q.ok()) return q;
+      named = *std::move(q);
+    } else {
+      named = it->second;
+      named->Touch(clock_->Now());
+      if (named->spec().SerializeAsString() == built->spec.SerializeAsString()) return named;
+      const v1::QueueSpec running = named->spec();
+      auto bindings = Bind(*built, named.get(), &running);
+      if (!bindings.ok()) return bindings.status();
+      named->Update(std::move(built->spec), std::move(built->limiter), *std::move(bindings));
     }
-    return CreateLocked(*std::move(built));
+    if (options_.store == nullptr || named->pinned()) return named;
   }
-  std::shared_ptr<NamedQueue> named = it->second;
-  named->Touch(clock_->Now());
-  if (named->spec().SerializeAsString() == built->spec.SerializeAsString()) return named;
-  const v1::QueueSpec running = named->spec();
-  auto bindings = Bind(*built, named.get(), &running);
-  if (!bindings.ok()) return bindings.status();
-  named->Update(std::move(built->spec), std::move(built->limiter), *std::move(bindings));
+  if (absl::Status s = Save(named->spec()); !s.ok()) {
+    return Prefixed(
+        "the queue was changed on this replica but its spec could not be stored for the next "
+        "leader; retry the update: ",
+        s);
+  }
   return named;
 }
 
 absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view name) const {
   MutexLock lock(&mu_);
+  if (!ServingLocked()) return NotServing();
   auto it = queues_.find(name);
   if (it == queues_.end()) return QueueNotFound(name);
   it->second->Touch(clock_->Now());
@@ -364,6 +414,13 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view
 }
 
 absl::Status QueueRegistry::Delete(absl::string_view name) {
+  {
+    MutexLock lock(&mu_);
+    if (!ServingLocked()) return NotServing();
+    if (!queues_.contains(name)) return QueueNotFound(name);
+  }
+  // Removed from the store first: a queue deleted here must not come back at the next leader.
+  if (absl::Status s = Unsave(name); !s.ok()) return s;
   std::shared_ptr<NamedQueue> q;
   {
     MutexLock lock(&mu_);
@@ -386,6 +443,7 @@ bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
   {
     MutexLock lock(&mu_);
     auto it = queues_.find(name);
+    if (!ServingLocked()) return false;
     if (it == queues_.end()) return false;
     const NamedQueue& named = *it->second;
     if (named.pinned() || named.last_used() > cutoff || named.worker_count() > 0) return false;
@@ -397,7 +455,47 @@ bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
                  absl::StrCat("queue ", name, " was freed: unused since ",
                               absl::FormatTime(q->last_used())),
                  {{"queue", name}}));
+  if (absl::Status s = Unsave(name); !s.ok()) {
+    spdlog::warn("queue {} was freed but its stored spec could not be removed (the next leader "
+                 "will create it again): {}",
+                 std::string(name), s.ToString());
+  }
   return true;
+}
+
+bool QueueRegistry::ServingLocked() const {
+  return serving_ && (options_.gate == nullptr || options_.gate->MayDispatch());
+}
+
+absl::Status QueueRegistry::NotServing() const {
+  return options_.gate != nullptr ? options_.gate->Check() : NotLeaderError("", "");
+}
+
+absl::Status QueueRegistry::Save(const v1::QueueSpec& spec) {
+  if (options_.store == nullptr) return absl::OkStatus();
+  return options_.store->Save(spec);
+}
+
+absl::Status QueueRegistry::Unsave(absl::string_view name) {
+  if (options_.store == nullptr) return absl::OkStatus();
+  return options_.store->Remove(std::string(name));
+}
+
+void QueueRegistry::BeginTerm(uint64_t epoch) {
+  MutexLock lock(&mu_);
+  epoch_ = epoch;
+  serving_ = true;
+}
+
+void QueueRegistry::EndTerm(const absl::Status& status) {
+  absl::flat_hash_map<std::string, std::shared_ptr<NamedQueue>> queues;
+  {
+    MutexLock lock(&mu_);
+    serving_ = false;
+    queues.swap(queues_);
+    for (const auto& [name, q] : queues) RemoveMetricsLocked(name);
+  }
+  for (auto& [name, q] : queues) q->Close(status);
 }
 
 void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {
@@ -409,6 +507,7 @@ void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {
 
 std::vector<std::shared_ptr<NamedQueue>> QueueRegistry::List() const {
   MutexLock lock(&mu_);
+  if (!ServingLocked()) return {};
   std::vector<std::shared_ptr<NamedQueue>> out;
   for (const auto& [name, q] : queues_) out.push_back(q);
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->name() < b->name(); });

@@ -26,6 +26,14 @@
 // Tokens: every queue's tokens start after QueueRegistryOptions::epoch (the daemon's start time
 // in ns), so they keep increasing across daemon restarts (see work.proto's Started.epoch).
 //
+// Replica sets (docs/high-availability.md): with a LeaderGate the registry serves only during a
+// term. It starts closed: Get, Create, Update and Delete answer the gate's NOT_LEADER and List is
+// empty. BeginTerm(epoch) opens a term whose queues take tokens after `epoch`; the daemon restores
+// the term's queues (Create with Persist::kNo) before it opens the gate. EndTerm closes every
+// queue and ends its Work streams with the given status. With a QueueSpecStore, the specs of
+// queues created, updated and deleted over the API (Persist::kYes) are written through to it
+// before the call answers, and a queue freed for want of use is removed from it.
+//
 // Errors name the offending field: INVALID_ARGUMENT ("spec.name: ..."), NOT_FOUND for unknown
 // queues and informers, FAILED_PRECONDITION for a re-create with a different spec.
 //
@@ -60,6 +68,18 @@ namespace informerd::service {
 // A batch of keys as requests carry them.
 using Keys = google::protobuf::RepeatedPtrField<std::string>;
 
+class LeaderGate;
+
+// Where the specs of queues created over the API are kept across leaders (ha/queue_store.h).
+// Calls block on the cluster; the registry makes them outside its lock.
+class QueueSpecStore {
+ public:
+  virtual ~QueueSpecStore() = default;
+  virtual absl::Status Save(const v1::QueueSpec& spec) = 0;
+  // OK when there was nothing to remove.
+  virtual absl::Status Remove(const std::string& name) = 0;
+};
+
 struct QueueRegistryOptions {
   // nullptr: no metrics. Must outlive the registry.
   MetricsRegistry* metrics = nullptr;
@@ -68,7 +88,15 @@ struct QueueRegistryOptions {
   // Tokens of every queue are greater than this (the daemon's start time in Unix ns). 0: the
   // registry's construction time.
   uint64_t epoch = 0;
+  // Replica sets: the registry serves only between BeginTerm and EndTerm; refusals are the gate's
+  // NOT_LEADER. nullptr: always serving. Must outlive the registry.
+  const LeaderGate* gate = nullptr;
+  // nullptr: nothing is persisted. Must outlive the registry.
+  QueueSpecStore* store = nullptr;
 };
+
+// Whether a Create or Update is written through to the QueueSpecStore.
+enum class Persist { kYes, kNo };
 
 class NamedQueue {
  public:
@@ -79,6 +107,8 @@ class NamedQueue {
   const std::string& name() const { return name_; }
   v1::QueueSpec spec() const;
   v1::QueueState State() const;
+  // Every token of this queue is greater (work.proto's Started.epoch).
+  uint64_t epoch() const { return epoch_; }
   std::vector<WorkerInfo> Workers() const { return leases_.Workers(); }
   absl::Duration lease_timeout() const { return leases_.lease_timeout(); }
 
@@ -120,7 +150,8 @@ class NamedQueue {
   using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
   NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-             Clock* clock, std::shared_ptr<Counter> expirations);
+             Clock* clock, std::shared_ptr<Counter> expirations, uint64_t epoch,
+             const LeaderGate* gate);
   // Starts the dispatcher thread and the resync timer; takes the bindings.
   void Start(Bindings bindings);
   // Applies a new spec (already validated, its limiter and bindings built; a nullptr binding
@@ -136,6 +167,8 @@ class NamedQueue {
 
   const std::string name_;
   Clock* const clock_;
+  const uint64_t epoch_;
+  const LeaderGate* const gate_;
   const std::shared_ptr<workqueue::RateLimitingQueue> queue_;
   // Counted here for QueueState (the Prometheus series count the same things).
   const std::shared_ptr<std::atomic<uint64_t>> adds_;
@@ -162,9 +195,13 @@ class QueueRegistry {
   ~QueueRegistry();  // Closes every queue (no drain).
 
   // Creates the queue (see the header comment for errors); an equal spec returns the existing one.
-  absl::StatusOr<std::shared_ptr<NamedQueue>> Create(const v1::QueueSpec& spec);
+  // With kYes and a store, a new queue's spec is saved before it returns; if that fails the queue
+  // is removed again and the error returned.
+  absl::StatusOr<std::shared_ptr<NamedQueue>> Create(const v1::QueueSpec& spec,
+                                                     Persist persist = Persist::kYes);
   // Changes the queue named in `spec` in place (see the header comment); NOT_FOUND for an unknown
-  // queue unless `allow_missing`, which creates it.
+  // queue unless `allow_missing`, which creates it. With a store the new spec is saved; if that
+  // fails the change stays in effect here and the error (UNAVAILABLE) says so: retry it.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Update(const v1::QueueSpec& spec, bool allow_missing);
   // NOT_FOUND naming the queue.
   absl::StatusOr<std::shared_ptr<NamedQueue>> Get(absl::string_view name) const;
@@ -180,7 +217,16 @@ class QueueRegistry {
   // `drain_deadline` passes; then ends every worker stream (UNAVAILABLE) and closes the queues.
   void ShutDownAll(absl::Duration drain_deadline);
 
-  uint64_t epoch() const { return epoch_; }
+  // Whether Create would accept `spec` (its fields and the informers it names); creates nothing.
+  absl::Status Validate(const v1::QueueSpec& spec) const { return Build(spec).status(); }
+
+  // Replica sets (see the header comment). BeginTerm: queues created from now on take tokens
+  // after `epoch`; the registry serves. EndTerm: it stops serving, then closes every queue with
+  // `status` (their Work streams end with it) and forgets them.
+  void BeginTerm(uint64_t epoch);
+  void EndTerm(const absl::Status& status);
+  bool persists() const { return options_.store != nullptr; }
+
   const SourceLookups& lookups() const { return lookups_; }
 
  private:
@@ -200,15 +246,24 @@ class QueueRegistry {
   // Removes the /metrics series of the queue `name` (workqueue_*, lease expirations).
   void RemoveMetricsLocked(absl::string_view name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // A term is open and the gate (if any) lets this replica hand out keys.
+  bool ServingLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The refusal of a call while no term is open.
+  absl::Status NotServing() const;
+  // Saves or removes a spec in the store, if any (outside mu_).
+  absl::Status Save(const v1::QueueSpec& spec);
+  absl::Status Unsave(absl::string_view name);
+
   const SourceLookups lookups_;
   const QueueRegistryOptions options_;
   Clock* const clock_;
-  const uint64_t epoch_;
   std::unique_ptr<workqueue::PrometheusMetricsProvider> metrics_provider_;
   // Declared before the queues: destroyed after every binding.
   SourcePump pump_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<NamedQueue>> queues_ ABSL_GUARDED_BY(mu_);
+  uint64_t epoch_ ABSL_GUARDED_BY(mu_);
+  bool serving_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace informerd::service

@@ -190,6 +190,8 @@ void QueueService::Apply(
     return out;
   };
   std::optional<std::string> cluster = DiscoveryCluster(*queues_, spec);
+  // A replica set's leader writes the spec through to the cluster's store: the default cluster.
+  if (!cluster.has_value() && queues_->persists()) cluster = "";
   if (cluster.has_value()) {
     lanes_.Run<v1::QueueInfo>(context, reactor, response, *cluster, std::move(info));
     return;
@@ -209,8 +211,20 @@ grpc::ServerUnaryReactor* QueueService::DeleteQueue(grpc::CallbackServerContext*
     return reactor;
   }
   return Guarded(context, Need("delete", request->queue()),
-                 [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
-                   Reply(reactor, queues_->Delete(request->queue()));
+                 [this, context, request, response](grpc::ServerUnaryReactor* reactor,
+                                                    auth::Ticket) {
+                   if (!queues_->persists()) {
+                     Reply(reactor, queues_->Delete(request->queue()));
+                     return;
+                   }
+                   // The stored spec is removed first, on the default cluster's lane.
+                   lanes_.Run<v1::DeleteQueueResponse>(
+                       context, reactor, response, "",
+                       [this, queue = request->queue()]()
+                           -> absl::StatusOr<v1::DeleteQueueResponse> {
+                         if (absl::Status s = queues_->Delete(queue); !s.ok()) return s;
+                         return v1::DeleteQueueResponse();
+                       });
                  });
 }
 

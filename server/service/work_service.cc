@@ -239,7 +239,7 @@ class WorkService::Stream final
     v1::ProcessResponse r;
     r.mutable_started()->set_queue(start.queue());
     r.mutable_started()->set_stream_id(worker_->stream_id());
-    r.mutable_started()->set_epoch(queues_->epoch());
+    r.mutable_started()->set_epoch(queue_->epoch());
     r.mutable_started()->set_lease_timeout_ms(absl::ToInt64Milliseconds(queue_->lease_timeout()));
     max_batch_bytes_ =
         start.max_batch_bytes() == 0 ? kDefaultMaxBatchBytes : start.max_batch_bytes();

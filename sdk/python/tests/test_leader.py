@@ -163,9 +163,8 @@ async def test_get_replica_names_the_leader_its_lease_and_its_term(
         lease,
     )
     assert lead.is_leader
-    # The term's tokens count from the Lease's transitions, shifted past any token count.
-    assert lead.token_epoch > 0
-    assert lead.token_epoch % (1 << 40) == 0
+    # The term's tokens come after (leaseTransitions + 1) << 40 (work.proto's Started.epoch).
+    assert lead.token_epoch == (lead.lease_transitions + 1) << 40
     assert lead.leading_since is not None
     assert lead.leading_since <= datetime.datetime.now(datetime.timezone.utc)
     assert (follow.role, follow.identity, follow.address) == (
@@ -376,6 +375,7 @@ async def run_failover(
         assert new.role == ReplicaRole.LEADER
         assert new.identity == survivor.identity
         assert new.lease_transitions > lead.lease_transitions
+        assert new.token_epoch == (new.lease_transitions + 1) << 40
         assert {e.epoch for e in rec.of("end") if e.epoch > hung.epoch} == {new.token_epoch}
         # The survivor is the configured target: nothing to follow any more.
         assert client.leader_address is None

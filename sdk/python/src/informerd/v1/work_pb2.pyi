@@ -378,9 +378,9 @@ class Started(_message.Message):
     epoch: _builtins.int
     """The epoch of the queue's tokens: every token the daemon hands out is greater. A single
     daemon uses its start time (Unix ns), so tokens of one queue keep increasing across
-    restarts. A replica set's leader uses its term: the Lease's leaseTransitions << 40, so tokens
-    keep increasing across leaders, and a lease of an earlier leader is never taken for one of
-    the current leader's.
+    restarts. A replica set's leader uses its term, (the Lease's leaseTransitions + 1) << 40, so
+    tokens keep increasing across leaders, and a lease of an earlier leader is never taken for
+    one of the current leader's.
     """
     lease_timeout_ms: _builtins.int
     """The queue's lease_timeout_ms (0: leases do not expire)."""

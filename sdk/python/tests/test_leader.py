@@ -12,8 +12,9 @@ import signal
 import time
 import urllib.error
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -22,6 +23,7 @@ import informerd
 from informerd import Context, Controller, KubeObject, ReconcileEvent, Replica, ReplicaRole
 from informerd.queues import object_source, queue_spec
 from informerd.testing import Daemon, FakeApiServer, LeaderElection, eventually, queue_idle
+from informerd.testing.pki import Pki
 from informerd.v1 import queues_pb2
 from informerd.work import Lease, Outcome, WorkStream
 
@@ -49,67 +51,72 @@ def register_queue_resource(api: FakeApiServer) -> None:
 
 
 class ReplicaSet:
-    """Daemons on one Lease of the fake API server, with fast timings (3 s lease)."""
+    """Daemons on one Lease of the fake API server, with fast timings (3 s lease). ``options``
+    are the :class:`informerd.ConnectionOptions` keywords that reach them (TLS)."""
 
     def __init__(self, api: FakeApiServer, workdir: Path, lease: str) -> None:
         self.api = api
         self.workdir = workdir
         self.election = LeaderElection.fast(HA_NAMESPACE, lease)
         self.daemons: list[Daemon] = []
+        self.options: dict[str, Any] = {}
 
-    def start(self, n: int = 1) -> list[Daemon]:
+    def start(self, n: int = 1, extra_args: Sequence[str] = ()) -> list[Daemon]:
         started = []
         for _ in range(n):
             d = self.workdir / f"replica{len(self.daemons)}"
             d.mkdir()
-            daemon = Daemon.start(self.api.kubeconfig, d, leader_election=self.election)
+            daemon = Daemon.start(
+                self.api.kubeconfig, d, extra_args=extra_args, leader_election=self.election
+            )
             self.daemons.append(daemon)
             started.append(daemon)
         return started
 
-    async def start_pair(self) -> tuple[Daemon, Daemon]:
+    async def start_pair(self, extra_args: Sequence[str] = ()) -> tuple[Daemon, Daemon]:
         """Starts two replicas; returns them as (leader, follower) once they agree."""
-        daemons = self.start(2)
-        leader = await settled_leader(daemons)
+        daemons = self.start(2, extra_args)
+        leader = await self.settled_leader(daemons)
         return leader, next(d for d in daemons if d is not leader)
+
+    def connect(self, daemon: Daemon, timeout_s: float = 20) -> informerd.Client:
+        return informerd.Client.connect(daemon.target, timeout_s=timeout_s, **self.options)
+
+    async def info(self, daemon: Daemon) -> Replica | None:
+        """The daemon's Admin.GetReplica, or None when it does not answer."""
+        async with self.connect(daemon, timeout_s=2) as client:
+            try:
+                return await client.admin.get_replica()
+            except (informerd.Unavailable, informerd.Timeout):
+                return None
+
+    async def settled_leader(self, daemons: list[Daemon], timeout_s: float = 60) -> Daemon:
+        """Waits until one of ``daemons`` leads and every other one follows it, naming its
+        address; returns the leader."""
+        found: list[Daemon] = []
+
+        async def settled() -> bool:
+            infos = [await self.info(d) for d in daemons]
+            leaders = [
+                d for d, i in zip(daemons, infos, strict=True) if i and i.role == ReplicaRole.LEADER
+            ]
+            if len(leaders) != 1:
+                return False
+            leader = leaders[0]
+            for d, info in zip(daemons, infos, strict=True):
+                if d is leader or info is None:
+                    continue
+                if info.role != ReplicaRole.FOLLOWER or info.leader_address != leader.target:
+                    return False
+            found[:] = [leader]
+            return True
+
+        await eventually(settled, "one leader, the others following it", timeout_s, interval_s=0.2)
+        return found[0]
 
     def close(self) -> None:
         for d in self.daemons:
             d.close()
-
-
-async def replica_info(daemon: Daemon, timeout_s: float = 2) -> Replica | None:
-    """The daemon's Admin.GetReplica, or None when it does not answer."""
-    async with informerd.Client.connect(daemon.target, timeout_s=timeout_s) as client:
-        try:
-            return await client.admin.get_replica()
-        except (informerd.Unavailable, informerd.Timeout):
-            return None
-
-
-async def settled_leader(daemons: list[Daemon], timeout_s: float = 60) -> Daemon:
-    """Waits until one of ``daemons`` leads and every other one follows it, naming its address;
-    returns the leader."""
-    found: list[Daemon] = []
-
-    async def settled() -> bool:
-        infos = [await replica_info(d) for d in daemons]
-        leaders = [
-            d for d, i in zip(daemons, infos, strict=True) if i and i.role == ReplicaRole.LEADER
-        ]
-        if len(leaders) != 1:
-            return False
-        leader = leaders[0]
-        for d, info in zip(daemons, infos, strict=True):
-            if d is leader or info is None:
-                continue
-            if info.role != ReplicaRole.FOLLOWER or info.leader_address != leader.target:
-                return False
-        found[:] = [leader]
-        return True
-
-    await eventually(settled, "one leader, the others following it", timeout_s, interval_s=0.2)
-    return found[0]
 
 
 @pytest.fixture
@@ -147,8 +154,8 @@ async def test_get_replica_names_the_leader_its_lease_and_its_term(
     replica_set: ReplicaSet,
 ) -> None:
     leader, follower = await replica_set.start_pair()
-    lead = await replica_info(leader)
-    follow = await replica_info(follower)
+    lead = await replica_set.info(leader)
+    follow = await replica_set.info(follower)
     assert lead is not None
     assert follow is not None
     lease = f"{HA_NAMESPACE}/{replica_set.election.name}"
@@ -221,7 +228,7 @@ async def test_a_work_stream_opened_on_a_follower_runs_on_the_leader(
     replica_set: ReplicaSet,
 ) -> None:
     leader, follower = await replica_set.start_pair()
-    lead = await replica_info(leader)
+    lead = await replica_set.info(leader)
     assert lead is not None
     async with informerd.Client.connect(follower.target, timeout_s=20) as client:
         await client.queues.create(queue_spec("ha-work"))
@@ -244,6 +251,43 @@ async def test_a_work_stream_opened_on_a_follower_runs_on_the_leader(
                 stream.complete(lease, Outcome.SUCCESS)
             await eventually(lambda: queue_idle(client, "ha-work"), "the outcomes applied")
             await stream.close()
+
+
+@pytest.fixture
+def tls_args(replica_set: ReplicaSet, tmp_path: Path) -> list[str]:
+    """The replicas' TLS flags (client certificates required); ``replica_set.options`` reach
+    them. Their certificate names neither replica's address, only ``informerd.test``: the
+    client verifies it under that name (``server_name``), on the leader's channel too."""
+    pki = Pki(tmp_path / "pki")
+    ca = pki.ca("ca")
+    server = pki.server_cert("server", ca, ips=(), dns=("informerd.test",))
+    client = pki.client_cert("client", ca, "alice")
+    replica_set.options = {
+        "root_certificates": ca.cert,
+        "client_certificate": client.cert,
+        "client_key": client.key,
+        "server_name": "informerd.test",
+    }
+    return [f"--tls-cert={server.cert}", f"--tls-key={server.key}", f"--tls-client-ca={ca.cert}"]
+
+
+async def test_the_leader_is_reached_with_the_same_tls_options(
+    replica_set: ReplicaSet, tls_args: list[str]
+) -> None:
+    leader, follower = await replica_set.start_pair(tls_args)
+    async with replica_set.connect(follower) as client:
+        await client.queues.create(queue_spec("ha-tls"))
+        assert client.leader_address == leader.target
+        await client.queues.add("ha-tls", "k")
+        stream = WorkStream(client, "ha-tls", max_in_flight=1)
+        await stream.start()
+        assert stream.address == leader.target
+        batch = await asyncio.wait_for(stream.receive(), 30)
+        assert batch is not None
+        assert [lease.key for lease in batch] == ["k"]
+        stream.complete(batch[0], Outcome.SUCCESS)
+        await eventually(lambda: queue_idle(client, "ha-tls"), "the outcome applied")
+        await stream.close()
 
 
 async def test_without_a_known_leader_queue_calls_retry_within_their_deadline(
@@ -273,7 +317,7 @@ async def test_without_a_known_leader_queue_calls_retry_within_their_deadline(
     (daemon,) = replica_set.start(1)
 
     async def follows_the_ghost() -> bool:
-        info = await replica_info(daemon)
+        info = await replica_set.info(daemon)
         return info is not None and info.role == ReplicaRole.FOLLOWER and info.leader == "ghost"
 
     await eventually(follows_the_ghost, "the daemon following the ghost", 60)
@@ -357,7 +401,7 @@ async def run_failover(
         await eventually(lambda: bool(rec.of("start", rec.hang_key)), "the hung reconcile", 60)
         hung = rec.of("start", rec.hang_key)[0]
         assert client.leader_address == leader.target
-        lead = await replica_info(leader)
+        lead = await replica_set.info(leader)
         assert lead is not None
         assert hung.epoch == lead.token_epoch
         assert hung.token > hung.epoch
@@ -428,7 +472,7 @@ async def test_a_frozen_leader_is_left_by_keepalive_and_steps_down_when_it_resum
             d.send_signal(signal.SIGCONT)
 
     async def stepped_down() -> bool:
-        info = await replica_info(old)
+        info = await replica_set.info(old)
         return (
             info is not None
             and info.role == ReplicaRole.FOLLOWER

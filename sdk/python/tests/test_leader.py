@@ -253,6 +253,53 @@ async def test_a_work_stream_opened_on_a_follower_runs_on_the_leader(
             await stream.close()
 
 
+async def test_reads_from_a_follower_equal_the_leaders_under_churn(
+    replica_set: ReplicaSet, fake_apiserver: FakeApiServer
+) -> None:
+    ns = "ha-reads"
+    leader, follower = await replica_set.start_pair()
+    fake_apiserver.seed("configmaps", ns, 200)
+    async with (
+        replica_set.connect(leader) as on_leader,
+        replica_set.connect(follower) as on_follower,
+    ):
+        informers = [
+            await c.informers.ensure("v1", "ConfigMap", namespace=ns)
+            for c in (on_leader, on_follower)
+        ]
+        for informer in informers:
+            await informer.wait_for_sync(timeout_s=30)
+        fake_apiserver.control(
+            "/_fake/churn",
+            {
+                "resource": "configmaps",
+                "namespace": ns,
+                "ops": 1000,
+                "creates": 1,
+                "updates": 8,
+                "deletes": 1,
+                "wait": True,
+            },
+        )
+        listed = fake_apiserver.request("GET", f"/api/v1/namespaces/{ns}/configmaps")
+        truth = {
+            f"{ns}/{item['metadata']['name']}": item["metadata"]["resourceVersion"]
+            for item in listed["items"]
+        }
+
+        async def both_caught_up() -> bool:
+            for informer in informers:
+                objects = await informer.list()
+                if {o.key: o.resource_version for o in objects} != truth:
+                    return False
+            return True
+
+        await eventually(both_caught_up, "leader and follower caches equal to the API server")
+        # The same objects, byte for byte.
+        leader_objects, follower_objects = [await i.list() for i in informers]
+        assert {o.key: o.body for o in leader_objects} == {o.key: o.body for o in follower_objects}
+
+
 @pytest.fixture
 def tls_args(replica_set: ReplicaSet, tmp_path: Path) -> list[str]:
     """The replicas' TLS flags (client certificates required); ``replica_set.options`` reach

@@ -229,5 +229,74 @@ TEST(ConfigTest, BadFlagsAreNamed) {
   EXPECT_TRUE(help);
 }
 
+TEST(ConfigTest, LeaderElectionFromTheFileAndKubesFlags) {
+  absl::StatusOr<DaemonConfig> c = ParseConfig(R"(
+leaderElection:
+  enabled: true
+  lease: {namespace: informerd, name: my-set}
+  identity: informerd-0
+  advertiseAddress: 10.0.0.5:7470
+  leaseDuration: 30s
+  renewDeadline: 20s
+  retryPeriod: 4s
+)",
+                                               "c.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const LeaderElectionConfig& le = c->leader_election;
+  EXPECT_TRUE(le.enabled);
+  EXPECT_EQ(le.lease_namespace, "informerd");
+  EXPECT_EQ(le.lease_name, "my-set");
+  EXPECT_EQ(le.identity, "informerd-0");
+  EXPECT_EQ(le.advertise_address, "10.0.0.5:7470");
+  EXPECT_EQ(le.lease_duration, absl::Seconds(30));
+  EXPECT_EQ(le.renew_deadline, absl::Seconds(20));
+  EXPECT_EQ(le.retry_period, absl::Seconds(4));
+
+  bool help = false;
+  c = ConfigFromFlags({"--leader-elect", "--leader-elect-resource-namespace=ns",
+                       "--leader-elect-resource-name=n", "--leader-elect-identity=me",
+                       "--advertise-address=host:1", "--leader-elect-lease-duration=6s",
+                       "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"},
+                      &help);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->leader_election.enabled);
+  EXPECT_EQ(c->leader_election.lease_namespace, "ns");
+  EXPECT_EQ(c->leader_election.lease_name, "n");
+  EXPECT_EQ(c->leader_election.identity, "me");
+  EXPECT_EQ(c->leader_election.advertise_address, "host:1");
+  EXPECT_EQ(c->leader_election.lease_duration, absl::Seconds(6));
+  EXPECT_EQ(c->leader_election.renew_deadline, absl::Seconds(4));
+  EXPECT_EQ(c->leader_election.retry_period, absl::Seconds(1));
+  // client-go's defaults.
+  c = ParseConfig("leaderElection: {enabled: true}", "c.yaml");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->leader_election.lease_duration, absl::Seconds(15));
+  EXPECT_EQ(c->leader_election.renew_deadline, absl::Seconds(10));
+  EXPECT_EQ(c->leader_election.retry_period, absl::Seconds(2));
+  EXPECT_EQ(c->leader_election.lease_name, "informerd");
+}
+
+TEST(ConfigTest, LeaderElectionMistakesAreNamed) {
+  EXPECT_THAT(Error("leaderElection: {enabeld: true}").message(),
+              HasSubstr("leaderElection.enabeld: unknown key"));
+  EXPECT_THAT(Error("leaderElection: {enabled: sure}").message(),
+              HasSubstr("leaderElection.enabled"));
+  EXPECT_THAT(Error("leaderElection: {lease: {nam: x}}").message(),
+              HasSubstr("leaderElection.lease.nam: unknown key"));
+  EXPECT_THAT(Error("leaderElection: {enabled: true, renewDeadline: 20s}").message(),
+              HasSubstr("leaderElection.leaseDuration: must be greater than renewDeadline"));
+  EXPECT_THAT(Error("leaderElection: {enabled: true, retryPeriod: 9s}").message(),
+              HasSubstr("leaderElection.renewDeadline: must be greater than retryPeriod * 1.2"));
+  EXPECT_THAT(Error("leaderElection: {enabled: true, leaseDuration: soon}").message(),
+              HasSubstr("leaderElection.leaseDuration"));
+  EXPECT_THAT(Error("leaderElection: {enabled: true, advertiseAddress: nocolon}").message(),
+              HasSubstr("leaderElection.advertiseAddress"));
+  bool help = false;
+  EXPECT_THAT(ConfigFromFlags({"--leader-elect=maybe"}, &help).status().message(),
+              HasSubstr("--leader-elect: must be true or false"));
+  EXPECT_THAT(ConfigFromFlags({"--leader-elect-retry-period=often"}, &help).status().message(),
+              HasSubstr("--leader-elect-retry-period"));
+}
+
 }  // namespace
 }  // namespace informerd

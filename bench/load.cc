@@ -49,12 +49,18 @@
 //   --change_threads=4     HTTP connections making changes.
 //   --json                 print the summary as one JSON object on stdout.
 //
+// Replica sets: Queues and Work calls go to the leader. The tool asks --target (GetQueue) and, when
+// the answer is NOT_LEADER, follows the leader_address it names (waiting while no leader is known);
+// a Work stream that a leader ends with NOT_LEADER (it stepped down) finds the new leader and
+// starts again. Reads (Watch, Get, List) stay on --target.
+//
 // Latency add→delivery: each key's first pending add (or change) is kept in a map until a worker
 // receives the key; a key added again before delivery keeps its first time (the queue coalesces).
 // Adds are timed just before the Add call is sent, changes just before the PATCH is sent.
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -82,6 +88,8 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "bench/latency_histogram.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "httplib.h"
 #include "informerd/v1/informers.grpc.pb.h"
@@ -424,8 +432,14 @@ class Errors {
 std::string KeyName(int i) { return absl::StrFormat("load/key-%08d", i); }
 std::string ObjectName(int i) { return absl::StrFormat("load-%06d", i); }
 
-std::shared_ptr<grpc::Channel> NewChannel(const Options& o, int index) {
+// `address`: where to connect ("": --target). Over TLS a followed leader's certificate is checked
+// for --target's host name, as the SDKs do.
+std::shared_ptr<grpc::Channel> NewChannel(const Options& o, int index,
+                                          const std::string& address = "") {
   grpc::ChannelArguments args;
+  if (!address.empty() && address != o.target && !o.tls_ca.empty()) {
+    args.SetSslTargetNameOverride(o.target.substr(0, o.target.rfind(':')));
+  }
   // A distinct argument gives each channel its own connection (as separate worker processes
   // would have).
   args.SetInt("informerd.load.channel", index);
@@ -437,7 +451,22 @@ std::shared_ptr<grpc::Channel> NewChannel(const Options& o, int index) {
       creds = grpc::CompositeChannelCredentials(creds, grpc::AccessTokenCredentials(o.token));
     }
   }
-  return grpc::CreateCustomChannel(o.target, creds, args);
+  return grpc::CreateCustomChannel(address.empty() ? o.target : address, creds, args);
+}
+
+// The leader named by a NOT_LEADER error ({leader_address} metadata; "" when none is known), or
+// nullopt when `s` is not NOT_LEADER.
+std::optional<std::string> NotLeaderAddress(const grpc::Status& s) {
+  if (s.error_code() != grpc::UNAVAILABLE || s.error_details().empty()) return std::nullopt;
+  google::rpc::Status details;
+  if (!details.ParseFromString(s.error_details())) return std::nullopt;
+  for (const google::protobuf::Any& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    if (!any.UnpackTo(&info) || info.reason() != "NOT_LEADER") continue;
+    auto it = info.metadata().find("leader_address");
+    return it == info.metadata().end() ? "" : it->second;
+  }
+  return std::nullopt;
 }
 
 // ---- The load ---------------------------------------------------------------------------------
@@ -451,6 +480,9 @@ class Load {
     if (!channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10))) {
       return Fail(absl::StrCat("cannot connect to --target=", o_.target, " within 10s"));
     }
+    if (!o_.queue.empty()) {
+      if (absl::Status s = FollowLeader(); !s.ok()) return Fail(s.ToString());
+    }
     if (absl::Status s = Setup(); !s.ok()) return Fail(s.ToString());
     Measure();
     if (o_.delete_queue && !o_.queue.empty()) {
@@ -458,7 +490,7 @@ class Load {
       v1::DeleteQueueRequest req;
       req.set_queue(o_.queue);
       v1::DeleteQueueResponse res;
-      v1::Queues::NewStub(channel_)->DeleteQueue(&ctx, req, &res).IgnoreError();
+      v1::Queues::NewStub(QueueChannel())->DeleteQueue(&ctx, req, &res).IgnoreError();
     }
     PrintSummary();
     return 0;
@@ -577,8 +609,57 @@ class Load {
     return absl::OkStatus();
   }
 
+  // Where Queues and Work calls go: --target, or the leader it names.
+  std::string QueueTarget() {
+    absl::MutexLock l(&leader_mu_);
+    return queue_target_;
+  }
+  std::shared_ptr<grpc::Channel> QueueChannel() {
+    absl::MutexLock l(&leader_mu_);
+    return queue_channel_;
+  }
+
+  // Finds the replica that serves Queues and Work (see the header comment), for up to 60 s.
+  absl::Status FollowLeader() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    absl::Duration backoff = absl::Milliseconds(100);
+    std::string address = o_.target;
+    for (;;) {
+      std::shared_ptr<grpc::Channel> channel = address == o_.target ? channel_ : NewChannel(o_, 0, address);
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::GetQueueRequest req;
+      req.set_queue(o_.queue);
+      v1::QueueInfo info;
+      grpc::Status s = v1::Queues::NewStub(channel)->GetQueue(&ctx, req, &info);
+      std::optional<std::string> leader = NotLeaderAddress(s);
+      if (!leader.has_value() && s.error_code() != grpc::UNAVAILABLE) {
+        absl::MutexLock l(&leader_mu_);
+        if (queue_target_ != address) {
+          if (!queue_target_.empty()) ++leader_changes_;
+          std::printf("load: Queues and Work go to %s%s\n", address.c_str(),
+                      address == o_.target ? "" : " (the leader --target named)");
+        }
+        queue_target_ = address;
+        queue_channel_ = channel;
+        return absl::OkStatus();
+      }
+      if (absl::Now() > deadline) {
+        return absl::UnavailableError(absl::StrCat("no leader found within 60s: ", s.error_message()));
+      }
+      if (leader.has_value() && !leader->empty() && *leader != address) {
+        address = *leader;
+        continue;
+      }
+      // No leader known yet, or the named one is not serving yet: ask --target again.
+      address = o_.target;
+      std::this_thread::sleep_for(absl::ToChronoNanoseconds(backoff));
+      backoff = std::min(backoff * 2, absl::Seconds(2));
+    }
+  }
+
   absl::Status EnsureQueue() {
-    auto stub = v1::Queues::NewStub(channel_);
+    auto stub = v1::Queues::NewStub(QueueChannel());
     {
       grpc::ClientContext ctx;
       v1::GetQueueRequest req;
@@ -603,7 +684,7 @@ class Load {
   }
 
   absl::Status Prefill() {
-    auto stub = v1::Queues::NewStub(channel_);
+    auto stub = v1::Queues::NewStub(QueueChannel());
     v1::AddRequest req;
     req.set_queue(o_.queue);
     for (int i = 0; i < o_.keys;) {
@@ -622,7 +703,7 @@ class Load {
   // -- Threads --
 
   void Adder(int index) {
-    auto stub = v1::Queues::NewStub(NewChannel(o_, 1000 + index));
+    auto stub = v1::Queues::NewStub(NewChannel(o_, 1000 + index, QueueTarget()));
     const double rate = o_.add_rate / o_.adders;
     // At a set rate, batches hold at most 10 ms of keys so that batching adds little latency.
     int batch = o_.add_batch;
@@ -654,13 +735,44 @@ class Load {
       } else {
         ++counters_.add_errors;
         errors_.Add(absl::StrCat("Add: ", s.error_message()));
-        if (rate == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (LeaderMayHaveChanged(s) && FollowLeader().ok()) {
+          stub = v1::Queues::NewStub(NewChannel(o_, 1000 + index, QueueTarget()));
+        } else if (rate == 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
       }
     }
   }
 
+  // One Work stream after another: a stream its leader ends with NOT_LEADER is started again on
+  // the new leader. `ctx` cancels the first; later ones get their own, cancelled with it.
   void Worker(int index, grpc::ClientContext* ctx, Recorder* recorder) {
-    auto stub = v1::Work::NewStub(NewChannel(o_, index + 1));
+    grpc::Status s = WorkStream(index, ctx, recorder);
+    while (!stop_.load() && LeaderMayHaveChanged(s)) {
+      if (absl::Status f = FollowLeader(); !f.ok()) {
+        errors_.Add(absl::StrCat("Work.Process: ", f.message()));
+        return;
+      }
+      grpc::ClientContext next;
+      {
+        absl::MutexLock l(&leader_mu_);
+        if (stop_.load()) return;
+        restarted_.push_back(&next);
+      }
+      s = WorkStream(index, &next, recorder);
+      absl::MutexLock l(&leader_mu_);
+      restarted_.erase(std::find(restarted_.begin(), restarted_.end(), &next));
+    }
+    if (!s.ok() && !stop_.load()) errors_.Add(absl::StrCat("Work.Process: ", s.error_message()));
+  }
+
+  // NOT_LEADER, or the connection to the leader is gone (it was killed or stopped).
+  static bool LeaderMayHaveChanged(const grpc::Status& s) {
+    return NotLeaderAddress(s).has_value() || s.error_code() == grpc::UNAVAILABLE;
+  }
+
+  grpc::Status WorkStream(int index, grpc::ClientContext* ctx, Recorder* recorder) {
+    auto stub = v1::Work::NewStub(NewChannel(o_, index + 1, QueueTarget()));
     auto stream = stub->Process(ctx);
     v1::ProcessRequest start;
     start.mutable_start()->set_queue(o_.queue);
@@ -670,9 +782,7 @@ class Load {
     if (o_.objects) start.mutable_start()->set_object_informer_id(o_.informer);
     v1::ProcessResponse res;
     if (!stream->Write(start) || !stream->Read(&res) || !res.has_started()) {
-      grpc::Status s = stream->Finish();
-      if (!stop_.load()) errors_.Add(absl::StrCat("Work.Process: ", s.error_message()));
-      return;
+      return stream->Finish();
     }
     v1::ProcessRequest answer;
     LatencyHistogram local;
@@ -706,8 +816,7 @@ class Load {
       }
     }
     recorder->Take(&local);
-    grpc::Status s = stream->Finish();
-    if (!s.ok() && !stop_.load()) errors_.Add(absl::StrCat("Work.Process: ", s.error_message()));
+    return stream->Finish();
   }
 
   // The data.ts stamp of a change made by this tool (0: none).
@@ -877,6 +986,10 @@ class Load {
     events_at_end_ = counters_.events.load();
     stop_ = true;
     for (auto& ctx : contexts) ctx->TryCancel();
+    {
+      absl::MutexLock l(&leader_mu_);
+      for (grpc::ClientContext* ctx : restarted_) ctx->TryCancel();
+    }
     for (std::thread& t : threads) t.join();
     std::fprintf(stderr, "\n");
   }
@@ -936,6 +1049,13 @@ class Load {
       return;
     }
     std::printf("load: %.2f s against %s\n", seconds, o_.target.c_str());
+    {
+      absl::MutexLock l(&leader_mu_);
+      if (!queue_target_.empty() && queue_target_ != o_.target) {
+        std::printf("  Queues and Work on the leader %s (leader changes during the run: %d)\n",
+                    queue_target_.c_str(), leader_changes_);
+      }
+    }
     if (!o_.queue.empty()) {
       std::printf("  queue %s: %d workers, batch %d, in flight %d\n", o_.queue.c_str(), o_.workers,
                   o_.batch, o_.in_flight);
@@ -978,6 +1098,12 @@ class Load {
 
   Options o_;
   std::shared_ptr<grpc::Channel> channel_;
+  absl::Mutex leader_mu_;
+  std::string queue_target_ ABSL_GUARDED_BY(leader_mu_);
+  std::shared_ptr<grpc::Channel> queue_channel_ ABSL_GUARDED_BY(leader_mu_);
+  int leader_changes_ ABSL_GUARDED_BY(leader_mu_) = 0;
+  // Contexts of Work streams started again after a failover (cancelled at the end of the run).
+  std::vector<grpc::ClientContext*> restarted_ ABSL_GUARDED_BY(leader_mu_);
   std::vector<std::shared_ptr<grpc::Channel>> subscriber_channels_;
   std::atomic<bool> stop_{false};
   bool tracking_ = false;  // set before the threads start

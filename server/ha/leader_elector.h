@@ -12,7 +12,8 @@
 //   elector.Stop();     // stops leading (stopped_leading runs) and releases the Lease
 //
 // The algorithm (one thread):
-//   * Acquire: every retry_period (jittered by up to 20%), read the Lease. A record that changed
+//   * Acquire: every retry_period (jittered by up to 20%), and right after another holder's lease
+//     would run out, read the Lease. A record that changed
 //     (its resourceVersion) since the last read is "observed" at that local time. While another
 //     holder's lease has not run out — observed time + its leaseDurationSeconds, on this
 //     replica's steady clock, never on the record's timestamps — do nothing. Otherwise write the
@@ -174,6 +175,8 @@ class LeaderElector {
   std::optional<LeaseRecord> observed_ ABSL_GUARDED_BY(mu_);
   SteadyTime observed_time_ ABSL_GUARDED_BY(mu_);
   std::string reported_leader_;  // elector thread only
+  // When the other holder's lease, as last observed, runs out (elector thread only).
+  std::optional<SteadyTime> others_expire_;
   std::thread thread_;
 };
 

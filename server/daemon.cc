@@ -154,7 +154,14 @@ absl::Status Daemon::Init() {
     gate_ = std::make_unique<service::LeaderGate>();
     queue_store_ = std::make_unique<ha::QueueStore>(
         (*lease_cluster)->client.get(),
-        ha::QueueStoreOptions{.namespace_name = LeaseNamespace(le), .lease_name = le.lease_name});
+        ha::QueueStoreOptions{
+            .namespace_name = LeaseNamespace(le),
+            .lease_name = le.lease_name,
+            .informer_spec = [this](const std::string& id) -> std::optional<v1::InformerSpec> {
+              absl::StatusOr<service::InformerRegistry::Entry> e = informers_->Get(id);
+              if (!e.ok()) return std::nullopt;
+              return e->spec;
+            }});
   }
   queues_ = std::make_unique<service::QueueRegistry>(
       service::InformerSourceLookups(informers_.get(), clusters_.get()),
@@ -322,7 +329,11 @@ absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
       cluster->client.get(),
       ha::ReplicaOptions{.elector = std::move(options),
                          .cluster = cluster->name,
-                         .config_queues = std::move(config_queues)},
+                         .config_queues = std::move(config_queues),
+                         .ensure_informer =
+                             [this](const v1::InformerSpec& spec) {
+                               return informers_->Ensure(spec).status();
+                             }},
       queues_.get(), gate_.get(), queue_store_.get());
   replica_->Start();
   return absl::OkStatus();

@@ -1,9 +1,11 @@
 #include "server/ha/queue_store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "base/json_writer.h"
 #include "client/api_error.h"
 #include "google/protobuf/util/json_util.h"
@@ -16,13 +18,24 @@ constexpr absl::string_view kApiPath = "/apis/informerd.io/v1alpha1";
 
 }  // namespace
 
-std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpec& spec,
-                            absl::string_view resource_version) {
-  std::string spec_json;
+namespace {
+
+// Proto JSON with lowerCamelCase names, as the config file has them. Our specs have no Any
+// fields, so printing cannot fail.
+std::string ProtoJson(const google::protobuf::Message& m) {
+  std::string out;
   google::protobuf::util::JsonPrintOptions print;
-  print.preserve_proto_field_names = false;  // lowerCamelCase, as the config file has it
-  // A QueueSpec always prints (no Any fields); the status is OK by construction.
-  (void)google::protobuf::util::MessageToJsonString(spec, &spec_json, print);
+  print.preserve_proto_field_names = false;
+  (void)google::protobuf::util::MessageToJsonString(m, &out, print);
+  return out;
+}
+
+}  // namespace
+
+std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpec& spec,
+                            const std::vector<v1::InformerSpec>& informers,
+                            absl::string_view resource_version) {
+  const std::string spec_json = ProtoJson(spec);
   std::string out = R"({"apiVersion":"informerd.io/v1alpha1","kind":"Queue","metadata":{"name":)";
   AppendJsonString(&out, spec.name());
   out.append(R"(,"namespace":)");
@@ -35,7 +48,21 @@ std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpe
   AppendJsonString(&out, kLeaseLabel);
   out.push_back(':');
   AppendJsonString(&out, options.lease_name);
-  out.append(R"(}},"spec":)");
+  out.push_back('}');
+  if (!informers.empty()) {
+    std::string array = "[";
+    for (size_t i = 0; i < informers.size(); ++i) {
+      if (i > 0) array.push_back(',');
+      array.append(ProtoJson(informers[i]));
+    }
+    array.push_back(']');
+    out.append(R"(,"annotations":{)");
+    AppendJsonString(&out, kInformersAnnotation);
+    out.push_back(':');
+    AppendJsonString(&out, array);
+    out.push_back('}');
+  }
+  out.append(R"(},"spec":)");
   out.append(spec_json);
   out.push_back('}');
   return out;
@@ -58,6 +85,34 @@ absl::StatusOr<v1::QueueSpec> ParseStoredSpec(absl::string_view object_name,
                                                    spec.name(), "\" is not the object's name"));
   }
   return spec;
+}
+
+absl::StatusOr<std::vector<v1::InformerSpec>> ParseStoredInformers(absl::string_view object_name,
+                                                                   absl::string_view json) {
+  std::vector<v1::InformerSpec> out;
+  if (json.empty()) return out;
+  simdjson::dom::parser parser;
+  simdjson::dom::array items;
+  if (parser.parse(json.data(), json.size()).get_array().get(items) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(absl::StrCat("Queue ", object_name, ": annotation ",
+                                                   kInformersAnnotation, ": not a JSON array"));
+  }
+  size_t i = 0;
+  for (simdjson::dom::element item : items) {
+    const std::string text = simdjson::minify(item);
+    v1::InformerSpec spec;
+    auto s = google::protobuf::util::JsonStringToMessage(
+        google::protobuf::StringPiece(text.data(), text.size()), &spec,
+        google::protobuf::util::JsonParseOptions());
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Queue ", object_name, ": annotation ", kInformersAnnotation, "[", i,
+                       "]: not an informerd.v1.InformerSpec: ", std::string(s.message())));
+    }
+    out.push_back(std::move(spec));
+    ++i;
+  }
+  return out;
 }
 
 QueueStore::QueueStore(client::Client* client, QueueStoreOptions options)
@@ -91,10 +146,27 @@ absl::StatusOr<client::Client::RawResponse> QueueStore::Send(std::string method,
   return r;
 }
 
+std::vector<v1::InformerSpec> QueueStore::InformersOf(const v1::QueueSpec& spec) const {
+  std::vector<v1::InformerSpec> out;
+  if (options_.informer_spec == nullptr) return out;
+  std::vector<std::string> ids;
+  for (const v1::QueueSource& source : spec.sources()) {
+    ids.push_back(source.informer_id());
+    if (source.has_index()) ids.push_back(source.index().informer_id());
+  }
+  std::sort(ids.begin(), ids.end());
+  ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+  for (const std::string& id : ids) {
+    if (std::optional<v1::InformerSpec> s = options_.informer_spec(id)) out.push_back(*s);
+  }
+  return out;
+}
+
 absl::Status QueueStore::Save(const v1::QueueSpec& spec) {
   const std::string item = absl::StrCat(Collection(), "/", spec.name());
+  const std::vector<v1::InformerSpec> informers = InformersOf(spec);
   absl::StatusOr<client::Client::RawResponse> created =
-      Send("POST", Collection(), QueueObjectJson(options_, spec, ""));
+      Send("POST", Collection(), QueueObjectJson(options_, spec, informers, ""));
   if (created.ok() || !client::IsAlreadyExists(created.status())) return created.status();
   // Replace it: read its resourceVersion and write; a conflict means another write came between.
   absl::Status last;
@@ -109,7 +181,7 @@ absl::Status QueueStore::Save(const v1::QueueSpec& spec) {
           absl::StrCat("Queue ", spec.name(), ": the API server's answer has no resourceVersion"));
     }
     absl::StatusOr<client::Client::RawResponse> updated =
-        Send("PUT", item, QueueObjectJson(options_, spec, std::string(rv)));
+        Send("PUT", item, QueueObjectJson(options_, spec, informers, std::string(rv)));
     if (updated.ok()) return absl::OkStatus();
     last = updated.status();
     if (!client::IsConflict(last)) return last;
@@ -146,12 +218,23 @@ absl::StatusOr<std::vector<StoredQueue>> QueueStore::List() {
     std::string_view name_view;
     if (item.at_pointer("/metadata/name").get_string().get(name_view) != simdjson::SUCCESS) continue;
     const std::string name(name_view);
+    std::string_view informers_json;
+    // JSON Pointer: the annotation's "/" is written "~1".
+    if (item.at_pointer(absl::StrCat("/metadata/annotations/",
+                                     absl::StrReplaceAll(kInformersAnnotation, {{"/", "~1"}})))
+            .get_string()
+            .get(informers_json) != simdjson::SUCCESS) {
+      informers_json = "";
+    }
+    absl::StatusOr<std::vector<v1::InformerSpec>> informers =
+        ParseStoredInformers(name, absl::string_view(informers_json.data(), informers_json.size()));
     simdjson::dom::element spec;
     if (item["spec"].get(spec) != simdjson::SUCCESS) {
-      out.push_back({name, absl::InvalidArgumentError(absl::StrCat("Queue ", name, ": spec: missing"))});
+      out.push_back({name, absl::InvalidArgumentError(absl::StrCat("Queue ", name, ": spec: missing")),
+                     std::move(informers)});
       continue;
     }
-    out.push_back({name, ParseStoredSpec(name, simdjson::minify(spec))});
+    out.push_back({name, ParseStoredSpec(name, simdjson::minify(spec)), std::move(informers)});
   }
   return out;
 }

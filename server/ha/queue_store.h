@@ -2,7 +2,11 @@
 // set's next leader recreates them (docs/high-availability.md). Each is a Queue object of
 // informerd's own API group — informerd.io/v1alpha1, namespaced, in the Lease's namespace — named
 // after the queue, labelled informerd.io/lease=<lease name>, whose `spec` is the
-// informerd.v1.QueueSpec in proto JSON. deploy/crd/queues.yaml installs the CRD.
+// informerd.v1.QueueSpec in proto JSON. deploy/crd/queues.informerd.io.yaml installs the CRD.
+// The specs of the informers its sources read go along, in the annotation informerd.io/informers
+// (a JSON array of informerd.v1.InformerSpec): informers created over the API run only where a
+// client ensured them, so a new leader ensures them from there before it creates the queue (an
+// informer's id is a function of its spec, so the sources' ids stay valid).
 //
 //   QueueStore store(client, {.namespace_name = "informerd", .lease_name = "informerd"});
 //   store.Save(spec);                      // create or replace
@@ -18,6 +22,8 @@
 #ifndef INFORMERD_SERVER_HA_QUEUE_STORE_H_
 #define INFORMERD_SERVER_HA_QUEUE_STORE_H_
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +32,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "client/client.h"
+#include "informerd/v1/informers.pb.h"
 #include "informerd/v1/queues.pb.h"
 #include "server/service/queue_registry.h"
 
@@ -33,24 +40,33 @@ namespace informerd::ha {
 
 // The label selecting one replica set's stored queues.
 inline constexpr absl::string_view kLeaseLabel = "informerd.io/lease";
+// The annotation with the specs of the informers a stored queue's sources read.
+inline constexpr absl::string_view kInformersAnnotation = "informerd.io/informers";
 
 struct QueueStoreOptions {
   std::string namespace_name = "default";
   std::string lease_name = "informerd";
   absl::Duration request_timeout = absl::Seconds(10);
+  // The spec of a running informer by id (nullopt: unknown); nullptr: none are stored.
+  std::function<std::optional<v1::InformerSpec>(const std::string& id)> informer_spec;
 };
 
 // One stored object: its spec, or why it is not one.
 struct StoredQueue {
   std::string name;
   absl::StatusOr<v1::QueueSpec> spec;
+  // The informers its sources read, as stored (an annotation that does not parse: its error).
+  absl::StatusOr<std::vector<v1::InformerSpec>> informers;
 };
 
 // The stored object for `spec`, and the spec parsed back from an object's `spec` JSON.
 std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpec& spec,
+                            const std::vector<v1::InformerSpec>& informers,
                             absl::string_view resource_version);
 absl::StatusOr<v1::QueueSpec> ParseStoredSpec(absl::string_view object_name,
                                               absl::string_view spec_json);
+absl::StatusOr<std::vector<v1::InformerSpec>> ParseStoredInformers(absl::string_view object_name,
+                                                                   absl::string_view json);
 
 class QueueStore final : public service::QueueSpecStore {
  public:
@@ -65,6 +81,8 @@ class QueueStore final : public service::QueueSpecStore {
   absl::StatusOr<client::Client::RawResponse> Send(std::string method, std::string path,
                                                    std::string body);
   std::string Collection() const;
+  // The specs of the informers `spec`'s sources read, as far as they are known.
+  std::vector<v1::InformerSpec> InformersOf(const v1::QueueSpec& spec) const;
 
   client::Client* const client_;
   const QueueStoreOptions options_;

@@ -45,6 +45,35 @@ v1::QueueSpec Spec(const std::string& name, int64_t lease_timeout_ms) {
   return spec;
 }
 
+TEST_F(QueueStoreTest, TheInformersOfItsSourcesGoAlong) {
+  QueueStore store(client_.get(),
+                   {.namespace_name = "store",
+                    .lease_name = "set-inf",
+                    .informer_spec = [](const std::string& id) -> std::optional<v1::InformerSpec> {
+                      if (id != "inf-1") return std::nullopt;
+                      v1::InformerSpec spec;
+                      spec.mutable_resource()->set_version("v1");
+                      spec.mutable_resource()->set_resource("configmaps");
+                      spec.set_namespace_("team-a");
+                      return spec;
+                    }});
+  v1::QueueSpec spec = Spec("with-informers", 0);
+  spec.add_sources()->set_informer_id("unknown-informer");  // not running here: not stored
+  ASSERT_TRUE(store.Save(spec).ok());
+  absl::StatusOr<std::vector<StoredQueue>> listed = store.List();
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  ASSERT_TRUE((*listed)[0].informers.ok()) << (*listed)[0].informers.status();
+  ASSERT_EQ((*listed)[0].informers->size(), 1u);
+  EXPECT_EQ((*listed)[0].informers->at(0).namespace_(), "team-a");
+  EXPECT_EQ((*listed)[0].informers->at(0).resource().resource(), "configmaps");
+
+  EXPECT_THAT(ParseStoredInformers("q", "{}").status().message(),
+              HasSubstr("informerd.io/informers: not a JSON array"));
+  EXPECT_THAT(ParseStoredInformers("q", R"([{"resource":7}])").status().message(),
+              HasSubstr("informerd.io/informers[0]: not an informerd.v1.InformerSpec"));
+}
+
 TEST_F(QueueStoreTest, SavedSpecsListBackAndReplaceAndRemove) {
   QueueStore store(client_.get(), {.namespace_name = "store", .lease_name = "set-a"});
   QueueStore other(client_.get(), {.namespace_name = "store", .lease_name = "set-b"});
@@ -105,7 +134,7 @@ TEST_F(QueueStoreTest, AStoredObjectThatIsNotAQueueSpecIsReportedByName) {
 
 TEST(QueueObjectJsonTest, CarriesTheLabelAndTheSpecInProtoJson) {
   std::string json = QueueObjectJson({.namespace_name = "ns", .lease_name = "l"},
-                                     Spec("q", 5), "7");
+                                     Spec("q", 5), {}, "7");
   EXPECT_THAT(json, HasSubstr(R"("labels":{"informerd.io/lease":"l"})"));
   EXPECT_THAT(json, HasSubstr(R"("resourceVersion":"7")"));
   EXPECT_THAT(json, HasSubstr(R"("leaseTimeoutMs":"5")"));

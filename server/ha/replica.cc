@@ -116,6 +116,17 @@ void Replica::Restore(uint64_t seq, const Term& term) {
           spdlog::error("leader: stored queue {} skipped: {}", s.name, s.spec.status().ToString());
           continue;
         }
+        if (!s.informers.ok()) {
+          spdlog::error("leader: stored queue {}: its informers are not restored: {}", s.name,
+                        s.informers.status().ToString());
+        } else if (options_.ensure_informer != nullptr) {
+          for (const v1::InformerSpec& informer : *s.informers) {
+            if (absl::Status e = options_.ensure_informer(informer); !e.ok()) {
+              spdlog::error("leader: stored queue {}: ensuring its informer failed: {}", s.name,
+                            e.ToString());
+            }
+          }
+        }
         absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
             queues_->Create(*s.spec, service::Persist::kNo);
         if (!q.ok()) {

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -31,6 +32,7 @@
 #include "base/mutex.h"
 #include "client/client.h"
 #include "informerd/v1/admin.pb.h"
+#include "informerd/v1/informers.pb.h"
 #include "informerd/v1/queues.pb.h"
 #include "server/ha/leader_elector.h"
 #include "server/ha/queue_store.h"
@@ -45,6 +47,9 @@ struct ReplicaOptions {
   std::string cluster;
   // The config's queues (sources resolved), created and pinned at every term.
   std::vector<v1::QueueSpec> config_queues;
+  // Ensures a stored queue's informer on this replica (before the queue is created); nullptr:
+  // stored informer specs are ignored.
+  std::function<absl::Status(const v1::InformerSpec&)> ensure_informer;
 };
 
 class Replica {

@@ -65,6 +65,35 @@ pub enum Error {
     /// The daemon answered a call with an error status.
     #[error("informerd: {0}")]
     Api(Box<Status>),
+    /// The daemon is a follower in a replica set: only the leader serves `Queues` and `Work`
+    /// (UNAVAILABLE, reason `NOT_LEADER`). A Work stream whose replica stops leading ends with
+    /// it too. The typed queue calls and the controller follow `leader_address` by themselves
+    /// (see [`crate::Client::on_leader`]); it is [transient](Error::is_transient), so code that
+    /// retries those retries this too.
+    ///
+    /// ```no_run
+    /// # async fn f(client: informerd::Client) {
+    /// use informerd::Error;
+    /// let mut raw = client.queues_raw(); // raw calls do not follow the leader
+    /// let request = informerd::v1::LenRequest { queue: "q".into() };
+    /// match client.unary("Len", None, request, |r| raw.len(r)).await {
+    ///     Err(Error::NotLeader { leader, leader_address, .. }) if !leader_address.is_empty() => {
+    ///         println!("{leader} leads, at {leader_address}")
+    ///     }
+    ///     Err(Error::NotLeader { .. }) => println!("no leader elected yet"),
+    ///     other => println!("{other:?}"),
+    /// }
+    /// # }
+    /// ```
+    #[error("informerd: not the leader ({}): {status}", describe_leader(.leader, .leader_address))]
+    NotLeader {
+        /// The leader's identity (the Lease's holderIdentity), "" while none is known.
+        leader: String,
+        /// Where the leader serves gRPC (`host:port`), "" while none is known.
+        leader_address: String,
+        /// The status as the daemon sent it.
+        status: Box<Status>,
+    },
     /// An argument was refused before anything was sent.
     #[error("invalid argument {field}: {problem}")]
     InvalidArgument {
@@ -112,6 +141,14 @@ pub enum Error {
     Kube(#[from] kube::Error),
 }
 
+fn describe_leader(leader: &str, address: &str) -> String {
+    match (leader.is_empty(), address.is_empty()) {
+        (true, _) => "no leader known".to_string(),
+        (false, true) => format!("the leader is {leader}, address unknown"),
+        (false, false) => format!("the leader is {leader} at {address}"),
+    }
+}
+
 impl Error {
     /// The refusal of an argument named `field`.
     pub fn invalid(field: impl Into<String>, problem: impl Into<String>) -> Self {
@@ -125,6 +162,7 @@ impl Error {
     pub fn code(&self) -> Code {
         match self {
             Error::Api(s) => s.code,
+            Error::NotLeader { status, .. } => status.code,
             Error::InvalidArgument { .. } => Code::InvalidArgument,
             Error::Connect { .. } => Code::Unavailable,
             Error::Timeout { .. } => Code::DeadlineExceeded,
@@ -139,6 +177,7 @@ impl Error {
     pub fn reason(&self) -> Option<ErrorReason> {
         match self {
             Error::Api(s) => ErrorReason::from_str_name(&s.reason),
+            Error::NotLeader { .. } => Some(ErrorReason::NotLeader),
             Error::InvalidArgument { .. } => Some(ErrorReason::InvalidField),
             _ => None,
         }
@@ -156,7 +195,7 @@ impl Error {
     /// The daemon's status, for errors that came from it.
     pub fn status(&self) -> Option<&Status> {
         match self {
-            Error::Api(s) => Some(s),
+            Error::Api(s) | Error::NotLeader { status: s, .. } => Some(s),
             _ => None,
         }
     }
@@ -172,6 +211,17 @@ impl Error {
                 ) || (s.code == Code::Cancelled && s.reason.is_empty())
                     || s.reason == ErrorReason::DaemonShuttingDown.as_str_name()
             }
+            Error::NotLeader { .. } | Error::Connect { .. } | Error::Timeout { .. } => true,
+            _ => false,
+        }
+    }
+
+    /// Whether the error came from the connection rather than from the daemon: a transient
+    /// failure without the daemon's reason (the connection refused or reset, keepalive, a
+    /// deadline), as opposed to an answer of a daemon that is there.
+    pub fn is_connection_failure(&self) -> bool {
+        match self {
+            Error::Api(s) => s.reason.is_empty() && self.is_transient(),
             Error::Connect { .. } | Error::Timeout { .. } => true,
             _ => false,
         }
@@ -207,13 +257,23 @@ impl From<tonic::Status> for Error {
         if field.is_none() {
             field = metadata.get("field").cloned();
         }
-        Error::Api(Box::new(Status {
+        let not_leader = reason == ErrorReason::NotLeader.as_str_name();
+        let status = Box::new(Status {
             code: status.code(),
             message: status.message().to_string(),
             reason,
             metadata,
             field,
-        }))
+        });
+        if not_leader {
+            let get = |k: &str| status.metadata.get(k).cloned().unwrap_or_default();
+            return Error::NotLeader {
+                leader: get("leader"),
+                leader_address: get("leader_address"),
+                status,
+            };
+        }
+        Error::Api(status)
     }
 }
 
@@ -256,6 +316,70 @@ mod tests {
             Some("FROM_THE_FUTURE")
         );
         assert!(e.is_transient());
+    }
+
+    #[test]
+    fn not_leader_names_the_leader() {
+        let details = ErrorDetails::with_error_info(
+            "NOT_LEADER",
+            ERROR_DOMAIN,
+            [
+                ("leader".to_string(), "replica-1".to_string()),
+                ("leader_address".to_string(), "10.0.0.7:7470".to_string()),
+            ],
+        );
+        let e = Error::from(tonic::Status::with_error_details(
+            Code::Unavailable,
+            "this replica does not lead",
+            details,
+        ));
+        match &e {
+            Error::NotLeader {
+                leader,
+                leader_address,
+                ..
+            } => assert_eq!(
+                (leader.as_str(), leader_address.as_str()),
+                ("replica-1", "10.0.0.7:7470")
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(e.code(), Code::Unavailable);
+        assert_eq!(e.reason(), Some(ErrorReason::NotLeader));
+        assert_eq!(e.status().map(|s| s.reason.as_str()), Some("NOT_LEADER"));
+        assert!(e.is_transient());
+        assert!(!e.is_connection_failure());
+        assert_eq!(
+            e.to_string(),
+            "informerd: not the leader (the leader is replica-1 at 10.0.0.7:7470): \
+             Unavailable: this replica does not lead reason=NOT_LEADER"
+        );
+
+        let none = Error::from(tonic::Status::with_error_details(
+            Code::Unavailable,
+            "no leader",
+            ErrorDetails::with_error_info("NOT_LEADER", ERROR_DOMAIN, []),
+        ));
+        assert!(
+            matches!(&none, Error::NotLeader { leader, leader_address, .. } if leader.is_empty() && leader_address.is_empty()),
+            "{none:?}"
+        );
+        assert!(none.to_string().contains("no leader known"), "{none}");
+    }
+
+    #[test]
+    fn connection_failures_have_no_reason() {
+        assert!(
+            Error::from(tonic::Status::unavailable("connection refused")).is_connection_failure()
+        );
+        let refused = Error::from(tonic::Status::with_error_details(
+            Code::Unavailable,
+            "the API server is down",
+            ErrorDetails::with_error_info("AUTHORIZATION_UNAVAILABLE", ERROR_DOMAIN, []),
+        ));
+        assert!(refused.is_transient());
+        assert!(!refused.is_connection_failure());
+        assert!(!Error::from(tonic::Status::not_found("gone")).is_connection_failure());
     }
 
     #[test]

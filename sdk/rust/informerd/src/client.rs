@@ -13,7 +13,33 @@
 //! let informer = client.informers().ensure(informerd::InformerSpec::new("v1", "ConfigMap")).await?;
 //! # Ok(()) }
 //! ```
-use std::collections::BTreeMap;
+//!
+//! # Replica sets
+//!
+//! Reads (`Informers`, `Admin`) go to the configured target, whichever replica it is. `Queues` and
+//! `Work` calls go to the leader: a follower answers them with [`Error::NotLeader`] naming the
+//! leader's address, and the client opens a channel there with the same options (TLS roots,
+//! client certificate, the configured [`ConnectOptions::server_name`], token), remembers it and
+//! retries the call on it ([`Client::on_leader`]). While no leader is known the call is retried
+//! on the configured target with backoff (100 ms doubling to 2 s) within its deadline; when the
+//! leader's channel fails the client goes back to the configured target, which names the next
+//! leader. The typed queue calls ([`Client::queues`]) and the controller runtime do this by
+//! themselves; the `*_raw` clients do not.
+//!
+//! ```no_run
+//! # async fn f() -> informerd::Result<()> {
+//! use informerd::{Client, ConnectOptions, QueueSpec};
+//! // The Service reaches any replica; the certificate names the Service, not the pods.
+//! let client = Client::connect(
+//!     ConnectOptions::new("informerd.informerd.svc:7470")
+//!         .ca_pem(std::fs::read("/etc/informerd-ca/ca.crt").unwrap())
+//!         .server_name("informerd.informerd.svc"),
+//! )?;
+//! client.queues().create(QueueSpec::new("jobs")?).await?; // lands on the leader
+//! println!("the leader: {:?}", client.leader_address()); // None if the target leads
+//! # Ok(()) }
+//! ```
+use std::collections::{BTreeMap, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -31,10 +57,17 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use crate::error::{Error, Result};
 
 /// The daemon lets clients ping every second at most (pings more often get the connection
-/// closed with `too_many_pings`); 10 s notices a dead daemon quickly without coming near that.
-pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(10);
+/// closed with `too_many_pings`). A ping every 2 s, with or without calls, and 2 s for its
+/// answer notice a stopped or unreachable daemon within about 4 s: a Work stream on a frozen
+/// leader breaks, and its reconciles are cancelled, far inside a replica set's lease duration
+/// (15 s).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(2);
 /// How long a keepalive ping may stay unanswered before the connection is given up.
-pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(2);
+/// The first wait before a `Queues` or `Work` call is retried while no leader is known.
+pub const LEADER_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+/// The longest wait between those retries.
+pub const LEADER_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// List, Watch and Work responses are capped by bytes on the server (2 MiB by default), but one
 /// object larger than the cap comes alone: receive what the daemon may send.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 64 << 20;
@@ -44,7 +77,8 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Where and how to reach a daemon.
 ///
 /// The target is `host:port`, `http://host:port`, `https://host:port` (TLS) or
-/// `unix:///path/to/socket`. Any certificate option turns TLS on.
+/// `unix:///path/to/socket`. Any certificate option turns TLS on. A replica set's leader, which
+/// the client reaches at the address a follower names, gets a channel with these same options.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     target: String,
@@ -68,8 +102,8 @@ impl Default for ConnectOptions {
 }
 
 impl ConnectOptions {
-    /// Options for `target` with the defaults: plaintext, no token, keepalive every 10 s, 64 MiB
-    /// messages, 30 s deadlines.
+    /// Options for `target` with the defaults: plaintext, no token, keepalive every 2 s (2 s to
+    /// answer, also while idle), 64 MiB messages, 30 s deadlines.
     pub fn new(target: impl Into<String>) -> Self {
         ConnectOptions {
             target: target.into(),
@@ -112,7 +146,9 @@ impl ConnectOptions {
         self
     }
 
-    /// The name to verify the daemon's certificate against, when it differs from the target's host.
+    /// The name to verify the daemon's certificate against, when it differs from the target's
+    /// host. Kept for the channel to a replica set's leader, whose address is a pod IP: set it
+    /// to the name the certificate holds (the Service's).
     pub fn server_name(mut self, name: impl Into<String>) -> Self {
         self.server_name = Some(name.into());
         self
@@ -132,7 +168,7 @@ impl ConnectOptions {
     }
 
     /// The HTTP/2 keepalive ping interval (at least 1 s, the daemon's minimum) and how long a
-    /// ping may go unanswered.
+    /// ping may go unanswered (default 2 s and 2 s). Pings are sent while idle too.
     pub fn keepalive(mut self, interval: Duration, timeout: Duration) -> Self {
         self.keepalive = interval;
         self.keepalive_timeout = timeout;
@@ -193,12 +229,34 @@ impl ConnectOptions {
         Ok(())
     }
 
-    fn endpoint(&self) -> Result<(Endpoint, Option<PathBuf>)> {
+    fn uses_tls(&self) -> bool {
+        self.tls || self.target.starts_with("https://")
+    }
+
+    /// A lazily connecting channel to `target` (the configured one, or a leader's address) with
+    /// these options.
+    fn channel_to(&self, target: &str) -> Result<Channel> {
+        let (endpoint, unix) = self.endpoint(target)?;
+        Ok(match unix {
+            None => endpoint.connect_lazy(),
+            Some(path) => endpoint.connect_with_connector_lazy(tower::service_fn(
+                move |_: tonic::transport::Uri| {
+                    let path = path.clone();
+                    async move {
+                        let stream = tokio::net::UnixStream::connect(path).await?;
+                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+                    }
+                },
+            )),
+        })
+    }
+
+    fn endpoint(&self, target: &str) -> Result<(Endpoint, Option<PathBuf>)> {
         let connect_err = |problem: String| Error::Connect {
-            target: self.target.clone(),
+            target: target.to_string(),
             problem,
         };
-        let (uri, unix) = if let Some(path) = self.target.strip_prefix("unix://") {
+        let (uri, unix) = if let Some(path) = target.strip_prefix("unix://") {
             if path.is_empty() {
                 return Err(Error::invalid(
                     "ConnectOptions.target",
@@ -209,27 +267,25 @@ impl ConnectOptions {
                 "http://informerd.local".to_string(),
                 Some(PathBuf::from(path)),
             )
-        } else if let Some(path) = self.target.strip_prefix("unix:") {
+        } else if let Some(path) = target.strip_prefix("unix:") {
             (
                 "http://informerd.local".to_string(),
                 Some(PathBuf::from(path)),
             )
-        } else if self.target.starts_with("http://") || self.target.starts_with("https://") {
-            (self.target.clone(), None)
+        } else if target.starts_with("http://") || target.starts_with("https://") {
+            (target.to_string(), None)
         } else {
-            let scheme = if self.tls { "https" } else { "http" };
-            (format!("{scheme}://{}", self.target), None)
+            let scheme = if self.uses_tls() { "https" } else { "http" };
+            (format!("{scheme}://{target}"), None)
         };
         let mut endpoint = Endpoint::from_shared(uri)
-            .map_err(|e| {
-                Error::invalid("ConnectOptions.target", format!("{:?}: {e}", self.target))
-            })?
+            .map_err(|e| Error::invalid("ConnectOptions.target", format!("{target:?}: {e}")))?
             .http2_keep_alive_interval(self.keepalive)
             .keep_alive_timeout(self.keepalive_timeout)
             .keep_alive_while_idle(true)
             .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true);
-        if self.tls || self.target.starts_with("https://") {
+        if self.uses_tls() {
             let mut tls = ClientTlsConfig::new();
             match &self.ca_pem {
                 Some(pem) => tls = tls.ca_certificate(Certificate::from_pem(pem)),
@@ -319,6 +375,97 @@ struct Inner {
     channel: Channel,
     auth: Auth,
     remembered: Mutex<Remembered>,
+    /// The replica set's leader, when a follower named it (None: the configured target).
+    leader: Mutex<Option<Arc<Leader>>>,
+}
+
+/// A channel to the leader of a replica set, at the address a follower named.
+struct Leader {
+    address: String,
+    channel: Channel,
+    /// Informers (by id) this client ensured on the leader, so that queue sources and Work
+    /// streams can name them there.
+    ensured: Mutex<HashSet<String>>,
+}
+
+/// A generated client on a route's channel, with the options' message limits.
+macro_rules! raw_client {
+    ($(#[$doc:meta])* $name:ident, $client:ident) => {
+        $(#[$doc])*
+        pub fn $name(&self) -> $client<AuthChannel> {
+            let n = self.client.inner.options.max_message_bytes;
+            $client::new(self.channel())
+                .max_decoding_message_size(n)
+                .max_encoding_message_size(n)
+        }
+    };
+}
+
+/// Where a `Queues` or `Work` call goes: the configured target, or the replica set's leader at
+/// the address a follower named (see [`Client::on_leader`]). Cheap to clone.
+#[derive(Clone)]
+pub struct Route {
+    client: Client,
+    leader: Option<Arc<Leader>>,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.leader {
+            Some(l) => write!(f, "Route(leader {})", l.address),
+            None => write!(f, "Route({})", self.client.inner.options.target),
+        }
+    }
+}
+
+impl Route {
+    /// The leader's address the route goes to; `None` for the configured target.
+    pub fn address(&self) -> Option<&str> {
+        self.leader.as_ref().map(|l| l.address.as_str())
+    }
+
+    fn channel(&self) -> AuthChannel {
+        let channel = match &self.leader {
+            Some(l) => l.channel.clone(),
+            None => self.client.inner.channel.clone(),
+        };
+        InterceptedService::new(channel, self.client.inner.auth.clone())
+    }
+
+    /// Whether `self` is where calls go now (`current` is the client's leader).
+    fn is(&self, current: &Option<Arc<Leader>>) -> bool {
+        match (&self.leader, current) {
+            (None, None) => true,
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+
+    raw_client! {
+        /// The generated `Informers` client on this route (limits set).
+        informers_raw, InformersClient
+    }
+    raw_client! {
+        /// The generated `Queues` client on this route.
+        queues_raw, QueuesClient
+    }
+    raw_client! {
+        /// The generated `Work` client on this route.
+        work_raw, WorkClient
+    }
+    raw_client! {
+        /// The generated `Admin` client on this route.
+        admin_raw, AdminClient
+    }
+}
+
+/// `host:port` of a target as given (`http://host:port/` and `host:port` are the same daemon).
+fn host_port(target: &str) -> &str {
+    target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+        .unwrap_or(target)
+        .trim_end_matches('/')
 }
 
 /// A connection to one daemon; cheap to clone (clones share the channel).
@@ -343,19 +490,7 @@ impl Client {
     /// Must be called within a tokio runtime.
     pub fn connect(options: ConnectOptions) -> Result<Client> {
         options.check()?;
-        let (endpoint, unix) = options.endpoint()?;
-        let channel = match unix {
-            None => endpoint.connect_lazy(),
-            Some(path) => endpoint.connect_with_connector_lazy(tower::service_fn(
-                move |_: tonic::transport::Uri| {
-                    let path = path.clone();
-                    async move {
-                        let stream = tokio::net::UnixStream::connect(path).await?;
-                        Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
-                    }
-                },
-            )),
-        };
+        let channel = options.channel_to(&options.target)?;
         let token = match &options.token {
             Some(t) => Some(bearer(t).map_err(|e| Error::invalid("ConnectOptions.token", e))?),
             None => None,
@@ -378,6 +513,7 @@ impl Client {
                 channel,
                 auth: Auth { token, file },
                 remembered: Mutex::new(Remembered::default()),
+                leader: Mutex::new(None),
             }),
         })
     }
@@ -392,41 +528,34 @@ impl Client {
         &self.inner.options
     }
 
-    fn channel(&self) -> AuthChannel {
-        InterceptedService::new(self.inner.channel.clone(), self.inner.auth.clone())
+    fn target_route(&self) -> Route {
+        Route {
+            client: self.clone(),
+            leader: None,
+        }
     }
 
-    /// The generated `Informers` client on this connection (limits set), for calls the typed API
-    /// does not cover.
+    /// The generated `Informers` client on the configured target (limits set), for calls the
+    /// typed API does not cover.
     pub fn informers_raw(&self) -> InformersClient<AuthChannel> {
-        let n = self.inner.options.max_message_bytes;
-        InformersClient::new(self.channel())
-            .max_decoding_message_size(n)
-            .max_encoding_message_size(n)
+        self.target_route().informers_raw()
     }
 
-    /// The generated `Queues` client on this connection.
+    /// The generated `Queues` client on the configured target. It does not follow a replica
+    /// set's leader: use [`Client::leader_unary`] for that.
     pub fn queues_raw(&self) -> QueuesClient<AuthChannel> {
-        let n = self.inner.options.max_message_bytes;
-        QueuesClient::new(self.channel())
-            .max_decoding_message_size(n)
-            .max_encoding_message_size(n)
+        self.target_route().queues_raw()
     }
 
-    /// The generated `Work` client on this connection.
+    /// The generated `Work` client on the configured target (does not follow the leader; see
+    /// [`Client::on_leader`]).
     pub fn work_raw(&self) -> WorkClient<AuthChannel> {
-        let n = self.inner.options.max_message_bytes;
-        WorkClient::new(self.channel())
-            .max_decoding_message_size(n)
-            .max_encoding_message_size(n)
+        self.target_route().work_raw()
     }
 
-    /// The generated `Admin` client on this connection.
+    /// The generated `Admin` client on the configured target.
     pub fn admin_raw(&self) -> AdminClient<AuthChannel> {
-        let n = self.inner.options.max_message_bytes;
-        AdminClient::new(self.channel())
-            .max_decoding_message_size(n)
-            .max_encoding_message_size(n)
+        self.target_route().admin_raw()
     }
 
     /// Runs one unary call with a deadline (`timeout`, else the options'): the deadline goes to
@@ -453,6 +582,242 @@ impl Client {
                 seconds: timeout.as_secs_f64(),
             }),
         }
+    }
+
+    /// The address of the replica set's leader that `Queues` and `Work` calls go to; `None`
+    /// while they go to the configured target (a single daemon, the leader itself, or no leader
+    /// known).
+    pub fn leader_address(&self) -> Option<String> {
+        self.leader().map(|l| l.address.clone())
+    }
+
+    fn leader(&self) -> Option<Arc<Leader>> {
+        self.inner
+            .leader
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Where the next `Queues` or `Work` call goes.
+    pub fn leader_route(&self) -> Route {
+        Route {
+            client: self.clone(),
+            leader: self.leader(),
+        }
+    }
+
+    /// Learns from `error`, which a `Queues` or `Work` call on `route` ended with (a Work stream
+    /// that broke, too): a [`Error::NotLeader`] naming a leader makes the next calls go there;
+    /// one naming none, or a connection failure of the leader's channel (the leader gone),
+    /// sends them back to the configured target. Errors from a route no longer used change
+    /// nothing. [`Client::on_leader`] calls it for every failed attempt.
+    pub fn observe(&self, error: &Error, route: &Route) {
+        let mut current = self.inner.leader.lock().unwrap_or_else(|p| p.into_inner());
+        if !route.is(&current) {
+            return;
+        }
+        match error {
+            Error::NotLeader { leader_address, .. } if !leader_address.is_empty() => {
+                self.follow(&mut current, leader_address);
+            }
+            Error::NotLeader { .. } => {
+                if let Some(old) = current.take() {
+                    tracing::info!(leader = %old.address, "no leader known any more; back to the configured target");
+                }
+            }
+            e if e.is_connection_failure() => {
+                if let Some(old) = current.take() {
+                    tracing::info!(leader = %old.address, error = %e, "the leader is unavailable; back to the configured target");
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn follow(&self, current: &mut Option<Arc<Leader>>, address: &str) {
+        let options = &self.inner.options;
+        if address == host_port(&options.target) {
+            *current = None; // the configured target leads
+            return;
+        }
+        if current.as_ref().is_some_and(|l| l.address == address) {
+            return;
+        }
+        match options.channel_to(address) {
+            Ok(channel) => {
+                tracing::info!(leader = %address, "following the replica set's leader");
+                *current = Some(Arc::new(Leader {
+                    address: address.to_string(),
+                    channel,
+                    ensured: Mutex::new(HashSet::new()),
+                }));
+            }
+            Err(e) => {
+                tracing::warn!(leader = %address, error = %e, "cannot follow the leader's address");
+                *current = None;
+            }
+        }
+    }
+
+    /// Ensures on the leader the informers this client ensured (on the configured target),
+    /// which queue sources and Work streams name by id.
+    async fn prepare(&self, route: &Route, timeout: Duration) -> Result<()> {
+        let Some(leader) = &route.leader else {
+            return Ok(());
+        };
+        let informers = self
+            .inner
+            .remembered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .informers
+            .clone();
+        for (id, spec) in informers {
+            if leader
+                .ensured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .contains(&id)
+            {
+                continue;
+            }
+            let mut rpc = route.informers_raw();
+            self.unary(
+                "EnsureInformer",
+                Some(timeout),
+                EnsureInformerRequest { spec: Some(spec) },
+                |r| rpc.ensure_informer(r),
+            )
+            .await?;
+            leader
+                .ensured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(id);
+        }
+        Ok(())
+    }
+
+    /// Runs `attempt(route, remaining)` — a `Queues` or `Work` call — on the replica set's
+    /// leader, following [`Error::NotLeader`] answers (see the module docs), within `timeout`
+    /// in all (`None`: the options' deadline). The error of the last attempt is returned when
+    /// the deadline leaves no time for another. Against a single daemon this is one attempt on
+    /// the configured target.
+    ///
+    /// ```no_run
+    /// # async fn f(client: informerd::Client) -> informerd::Result<()> {
+    /// use informerd::v1::LenRequest;
+    /// let len = client
+    ///     .on_leader("Len", None, |route, remaining| {
+    ///         let client = client.clone();
+    ///         async move {
+    ///             let mut rpc = route.queues_raw();
+    ///             let request = LenRequest { queue: "jobs".into() };
+    ///             client.unary("Len", Some(remaining), request, |r| rpc.len(r)).await
+    ///         }
+    ///     })
+    ///     .await?
+    ///     .len;
+    /// # Ok(()) }
+    /// ```
+    pub async fn on_leader<R, F, Fut>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        mut attempt: F,
+    ) -> Result<R>
+    where
+        F: FnMut(Route, Duration) -> Fut,
+        Fut: Future<Output = Result<R>>,
+    {
+        let timeout = timeout.unwrap_or(self.inner.options.timeout);
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut backoff = Backoff::new(LEADER_BACKOFF_INITIAL, LEADER_BACKOFF_MAX);
+        // Leader addresses that failed during this call: a follower naming one again (its
+        // Lease has not expired yet) is followed after a backoff, not at once.
+        let mut failed: HashSet<String> = HashSet::new();
+        loop {
+            let route = self.leader_route();
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return Err(Error::Timeout {
+                    what: format!("{what}: no leader answered"),
+                    seconds: timeout.as_secs_f64(),
+                });
+            }
+            let result = match self.prepare(&route, remaining).await {
+                Ok(()) => attempt(route.clone(), remaining).await,
+                Err(e) => Err(e),
+            };
+            let error = match result {
+                Ok(v) => return Ok(v),
+                Err(e @ Error::NotLeader { .. }) => e,
+                Err(e)
+                    if e.is_connection_failure()
+                        && e.code() == tonic::Code::Unavailable
+                        && route.leader.is_some() =>
+                {
+                    failed.extend(route.address().map(str::to_string));
+                    e
+                }
+                Err(e) => {
+                    self.observe(&e, &route);
+                    return Err(e);
+                }
+            };
+            self.observe(&error, &route);
+            // A new route (a leader named, or back to the configured target from a leader that
+            // is gone or stepped down) is tried at once; the same one again after a backoff.
+            let now = self.leader_route();
+            if !now.is(&route.leader) && now.address().is_none_or(|a| !failed.contains(a)) {
+                tracing::debug!(what, error = %error, route = ?now, "retrying on another replica");
+                continue;
+            }
+            let delay = backoff.next_delay();
+            if tokio::time::Instant::now() + delay >= deadline {
+                return Err(error);
+            }
+            tracing::debug!(what, error = %error, "no leader to follow; retrying in {delay:?}");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// A unary `Queues` call on the replica set's leader ([`Client::on_leader`]), within
+    /// `timeout` with its retries: `call` makes it on the route's client.
+    ///
+    /// ```no_run
+    /// # async fn f(client: informerd::Client) -> informerd::Result<()> {
+    /// use informerd::v1::NumRequeuesRequest;
+    /// let request = NumRequeuesRequest { queue: "jobs".into(), key: "demo/a".into() };
+    /// let n = client
+    ///     .leader_unary("NumRequeues", None, request, |mut rpc, r| async move {
+    ///         rpc.num_requeues(r).await
+    ///     })
+    ///     .await?
+    ///     .requeues;
+    /// # Ok(()) }
+    /// ```
+    pub async fn leader_unary<T, R, F, Fut>(
+        &self,
+        what: &str,
+        timeout: Option<Duration>,
+        request: T,
+        call: F,
+    ) -> Result<R>
+    where
+        T: Clone,
+        F: Fn(QueuesClient<AuthChannel>, tonic::Request<T>) -> Fut,
+        Fut: Future<Output = std::result::Result<tonic::Response<R>, tonic::Status>>,
+    {
+        let call = &call;
+        let request = &request;
+        self.on_leader(what, timeout, |route, remaining| async move {
+            let rpc = route.queues_raw();
+            self.unary(what, Some(remaining), request.clone(), |r| call(rpc, r))
+                .await
+        })
+        .await
     }
 
     pub(crate) fn remember_informer(&self, id: &str, spec: &InformerSpecProto) {
@@ -493,7 +858,8 @@ impl Client {
 
     /// Ensures again every informer and queue this client ensured or created, e.g. after the
     /// daemon restarted and lost them. Informer ids are stable for an equal spec, so queue
-    /// sources still name them; queues are updated with `allow_missing`.
+    /// sources still name them; queues are updated with `allow_missing`. Queues go to a replica
+    /// set's leader, and the informers too (again: it may be a new leader).
     pub async fn reensure(&self) -> Result<()> {
         let (informers, queues) = {
             let r = self
@@ -520,17 +886,21 @@ impl Client {
                 )));
             }
         }
+        if let Some(leader) = self.leader() {
+            leader
+                .ensured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clear();
+        }
         for (_, spec) in queues {
-            let mut rpc = self.queues_raw();
-            self.unary(
-                "UpdateQueue",
-                None,
-                UpdateQueueRequest {
-                    spec: Some(spec),
-                    allow_missing: true,
-                },
-                |r| rpc.update_queue(r),
-            )
+            let request = UpdateQueueRequest {
+                spec: Some(spec),
+                allow_missing: true,
+            };
+            self.leader_unary("UpdateQueue", None, request, |mut rpc, r| async move {
+                rpc.update_queue(r).await
+            })
             .await?;
         }
         Ok(())

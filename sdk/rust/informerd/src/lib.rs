@@ -17,7 +17,7 @@ pub mod store;
 pub mod testing;
 
 pub use admin::Admin;
-pub use client::{Backoff, Client, ConnectOptions};
+pub use client::{Backoff, Client, ConnectOptions, Route};
 pub use controller::{Action, Context, Controller, WatchConfig};
 pub use error::{Error, ErrorReason, Result};
 pub use informers::{

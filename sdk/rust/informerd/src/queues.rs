@@ -465,7 +465,8 @@ fn millis(d: Duration) -> i64 {
 
 /// `client.queues()`: create, change and feed queues in the daemon. Specs created or updated
 /// here are remembered on the client, so [`Client::reensure`] brings the queue back after a
-/// daemon restart.
+/// daemon restart. In a replica set every call goes to the leader, following
+/// [`Error::NotLeader`] answers within the call's deadline ([`Client::on_leader`]).
 #[derive(Clone, Debug)]
 pub struct Queues {
     client: Client,
@@ -485,16 +486,15 @@ impl Queues {
     /// (QUEUE_EXISTS_WITH_OTHER_SPEC) with another one.
     pub async fn create(&self, spec: QueueSpec) -> Result<QueueInfo> {
         let spec = spec.canonical()?;
-        let mut rpc = self.client.queues_raw();
         let info = self
             .client
-            .unary(
+            .leader_unary(
                 "CreateQueue",
                 None,
                 CreateQueueRequest {
                     spec: Some(spec.clone()),
                 },
-                |r| rpc.create_queue(r),
+                |mut rpc, r| async move { rpc.create_queue(r).await },
             )
             .await?;
         self.client.remember_queue(&spec);
@@ -505,17 +505,16 @@ impl Queues {
     /// creates it if it does not exist (else NOT_FOUND).
     pub async fn update(&self, spec: QueueSpec, allow_missing: bool) -> Result<QueueInfo> {
         let spec = spec.canonical()?;
-        let mut rpc = self.client.queues_raw();
         let info = self
             .client
-            .unary(
+            .leader_unary(
                 "UpdateQueue",
                 None,
                 UpdateQueueRequest {
                     spec: Some(spec.clone()),
                     allow_missing,
                 },
-                |r| rpc.update_queue(r),
+                |mut rpc, r| async move { rpc.update_queue(r).await },
             )
             .await?;
         self.client.remember_queue(&spec);
@@ -525,15 +524,14 @@ impl Queues {
     /// Shuts the queue down without draining and removes it (Work streams on it end).
     pub async fn delete(&self, queue: &str) -> Result<()> {
         validate_queue_name(queue, "queue")?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "DeleteQueue",
                 None,
                 DeleteQueueRequest {
                     queue: queue.into(),
                 },
-                |r| rpc.delete_queue(r),
+                |mut rpc, r| async move { rpc.delete_queue(r).await },
             )
             .await?;
         self.client.forget_queue(queue);
@@ -543,15 +541,14 @@ impl Queues {
     /// The queue's spec and state (depth, in flight, delayed, workers ...).
     pub async fn get(&self, queue: &str) -> Result<QueueInfo> {
         validate_queue_name(queue, "queue")?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "GetQueue",
                 None,
                 GetQueueRequest {
                     queue: queue.into(),
                 },
-                |r| rpc.get_queue(r),
+                |mut rpc, r| async move { rpc.get_queue(r).await },
             )
             .await
     }
@@ -564,16 +561,15 @@ impl Queues {
     ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "Add",
                 None,
                 AddRequest {
                     queue: queue.into(),
                     keys,
                 },
-                |r| rpc.add(r),
+                |mut rpc, r| async move { rpc.add(r).await },
             )
             .await?;
         Ok(())
@@ -588,9 +584,8 @@ impl Queues {
     ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "AddAfter",
                 None,
                 AddAfterRequest {
@@ -598,7 +593,7 @@ impl Queues {
                     keys,
                     delay_ms: millis(delay),
                 },
-                |r| rpc.add_after(r),
+                |mut rpc, r| async move { rpc.add_after(r).await },
             )
             .await?;
         Ok(())
@@ -612,16 +607,15 @@ impl Queues {
     ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "AddRateLimited",
                 None,
                 AddRateLimitedRequest {
                     queue: queue.into(),
                     keys,
                 },
-                |r| rpc.add_rate_limited(r),
+                |mut rpc, r| async move { rpc.add_rate_limited(r).await },
             )
             .await?;
         Ok(())
@@ -635,16 +629,15 @@ impl Queues {
     ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "Forget",
                 None,
                 ForgetRequest {
                     queue: queue.into(),
                     keys,
                 },
-                |r| rpc.forget(r),
+                |mut rpc, r| async move { rpc.forget(r).await },
             )
             .await?;
         Ok(())
@@ -654,17 +647,16 @@ impl Queues {
     pub async fn num_requeues(&self, queue: &str, key: &str) -> Result<i64> {
         validate_queue_name(queue, "queue")?;
         let key = keys([key])?.remove(0);
-        let mut rpc = self.client.queues_raw();
         let resp = self
             .client
-            .unary(
+            .leader_unary(
                 "NumRequeues",
                 None,
                 NumRequeuesRequest {
                     queue: queue.into(),
                     key,
                 },
-                |r| rpc.num_requeues(r),
+                |mut rpc, r| async move { rpc.num_requeues(r).await },
             )
             .await?;
         Ok(resp.requeues)
@@ -673,16 +665,15 @@ impl Queues {
     /// Keys waiting (client-go's Len).
     pub async fn len(&self, queue: &str) -> Result<u64> {
         validate_queue_name(queue, "queue")?;
-        let mut rpc = self.client.queues_raw();
         Ok(self
             .client
-            .unary(
+            .leader_unary(
                 "Len",
                 None,
                 LenRequest {
                     queue: queue.into(),
                 },
-                |r| rpc.len(r),
+                |mut rpc, r| async move { rpc.len(r).await },
             )
             .await?
             .len)
@@ -691,16 +682,15 @@ impl Queues {
     /// Stops handing out keys; with `drain` returns once every key handed out is done.
     pub async fn shut_down(&self, queue: &str, drain: bool) -> Result<()> {
         validate_queue_name(queue, "queue")?;
-        let mut rpc = self.client.queues_raw();
         self.client
-            .unary(
+            .leader_unary(
                 "ShutDown",
                 None,
                 ShutDownRequest {
                     queue: queue.into(),
                     drain,
                 },
-                |r| rpc.shut_down(r),
+                |mut rpc, r| async move { rpc.shut_down(r).await },
             )
             .await?;
         Ok(())

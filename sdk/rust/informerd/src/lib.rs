@@ -16,7 +16,7 @@ pub mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use admin::Admin;
+pub use admin::{Admin, Replica, ReplicaRole};
 pub use client::{Backoff, Client, ConnectOptions, Route};
 pub use controller::{Action, Context, Controller, WatchConfig};
 pub use error::{Error, ErrorReason, Result};

@@ -5,8 +5,9 @@
 //! an end line (`S|E pid key token monotonic`, one `write` each on an O_APPEND file, so lines of
 //! concurrent reconciles never interleave; `monotonic` is CLOCK_MONOTONIC in seconds, the clock
 //! Python's `time.monotonic()` reads, so records of both languages compare) to `--out`, sleeping
-//! `--sleep` seconds between (forever once `--hang-file` exists). SIGTERM/SIGINT drain the
-//! controller; the process then exits 0.
+//! `--sleep` seconds between (forever once `--hang-file` exists). A reconcile cancelled because
+//! its Work stream broke ends with a `C` line instead (from the controller's `on_reconcile`
+//! hook). SIGTERM/SIGINT drain the controller; the process then exits 0.
 //!
 //! ```text
 //! oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S]
@@ -21,7 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informerd::{Action, Context, Controller};
+use informerd::{Action, Context, Controller, ReconcileEventKind};
 use serde_json::Value;
 
 const USAGE: &str = "oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S] \
@@ -48,14 +49,8 @@ fn monotonic() -> f64 {
 }
 
 impl Worker {
-    fn record(&self, kind: &str, ctx: &Context<Worker>) {
-        let line = format!(
-            "{kind} {} {} {} {:.6}\n",
-            self.pid,
-            ctx.key(),
-            ctx.token(),
-            monotonic()
-        );
+    fn record(&self, kind: &str, key: &str, token: u64) {
+        let line = format!("{kind} {} {key} {token} {:.6}\n", self.pid, monotonic());
         // One write: O_APPEND makes it atomic with respect to the other workers' lines.
         let written = (&self.out)
             .write(line.as_bytes())
@@ -65,12 +60,12 @@ impl Worker {
 }
 
 async fn reconcile(_: Arc<Value>, ctx: Context<Worker>) -> Result<Action, informerd::Error> {
-    ctx.record("S", &ctx);
+    ctx.record("S", ctx.key(), ctx.token());
     if ctx.hang_file.as_ref().is_some_and(|p| p.exists()) {
         futures::future::pending::<()>().await; // wedged mid-reconcile, until killed
     }
     tokio::time::sleep(ctx.sleep).await;
-    ctx.record("E", &ctx);
+    ctx.record("E", ctx.key(), ctx.token());
     Ok(Action::await_change())
 }
 
@@ -102,12 +97,13 @@ async fn main() -> anyhow::Result<()> {
     let sleep: f64 = f.remove("sleep").as_deref().unwrap_or("0.1").parse()?;
     let concurrency: u32 = f.remove("concurrency").as_deref().unwrap_or("2").parse()?;
     common::init_logging();
-    let worker = Worker {
+    let worker = Arc::new(Worker {
         out: File::options().append(true).create(true).open(&out)?,
         pid: std::process::id(),
         sleep: Duration::from_secs_f64(sleep),
         hang_file: f.remove("hang-file").map(PathBuf::from),
-    };
+    });
+    let observer = worker.clone();
     let client = informerd::Client::connect(
         informerd::ConnectOptions::new(target).timeout(Duration::from_secs(20)),
     )?;
@@ -115,11 +111,12 @@ async fn main() -> anyhow::Result<()> {
         .namespace(namespace)
         .concurrency(concurrency)
         .shutdown_on_signal()
-        .run(
-            reconcile,
-            |_, _, _| Action::requeue_rate_limited(),
-            Arc::new(worker),
-        )
+        .on_reconcile(move |e| {
+            if e.kind == ReconcileEventKind::Cancel {
+                observer.record("C", &e.key, e.token);
+            }
+        })
+        .run(reconcile, |_, _, _| Action::requeue_rate_limited(), worker)
         .await?;
     Ok(())
 }

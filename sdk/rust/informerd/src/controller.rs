@@ -41,9 +41,15 @@
 //!   `error_policy`, whose `Action::requeue(d)` retries after `d` keeping the failure count,
 //!   `Action::requeue_rate_limited()` retries after the queue's rate limiter's delay, and
 //!   `Action::await_change()` gives up until the object changes (a terminal error);
-//! - when the Work stream breaks, in-flight reconciles are cancelled (the daemon has already given
-//!   their keys to someone else), and the controller reconnects with jittered backoff, ensures
-//!   its informers and queue again, and opens a new stream;
+//! - when the Work stream breaks for any reason (a daemon restart, the network, keepalive noticing
+//!   a frozen daemon, the replica stepping down as leader: [`Error::NotLeader`]), every in-flight
+//!   reconcile is cancelled at once (its future dropped, [`Context::cancellation`] cancelled) and
+//!   the outcomes of the old stream are never sent — the daemon already gave those keys back to
+//!   the queue, or a new leader hands them out anew. The controller logs the cancelled keys,
+//!   reconnects with jittered backoff, following a replica set's leader, ensures its informers
+//!   and queue again, and opens a new stream;
+//! - [`Controller::on_reconcile`] observes each reconcile's start, end or cancel, with its key,
+//!   token and stream epoch;
 //! - on shutdown (a signal with [`Controller::shutdown_on_signal`], or
 //!   [`Controller::graceful_shutdown_on`]) it drains: the daemon stops handing out keys and takes
 //!   back those not yet delivered, in-flight reconciles finish and their outcomes are sent, and
@@ -65,7 +71,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::client::{Backoff, Client};
+use crate::client::{Backoff, Client, Route};
 use crate::error::{Error, ErrorReason, Result};
 use crate::informers::{IndexSpec, Informer, InformerSpec};
 use crate::metrics::ControllerMetrics;
@@ -120,6 +126,7 @@ struct LeaseInfo {
     cluster: String,
     controller: Arc<str>,
     client: Client,
+    stream: Arc<StreamInfo>,
 }
 
 impl<T> Clone for Context<T> {
@@ -145,6 +152,7 @@ impl<T> std::fmt::Debug for Context<T> {
             .field("key", &self.lease.key)
             .field("token", &self.lease.token)
             .field("requeues", &self.lease.requeues)
+            .field("epoch", &self.lease.stream.epoch)
             .finish()
     }
 }
@@ -195,7 +203,81 @@ impl<T> Context<T> {
     pub fn client(&self) -> &Client {
         &self.lease.client
     }
+
+    /// The epoch of the Work stream the lease came on (`Started.epoch`): a replica set's
+    /// leader's term, `(leaseTransitions + 1) << 40`, or a single daemon's start time. Every
+    /// token of the stream is greater.
+    pub fn epoch(&self) -> u64 {
+        self.lease.stream.epoch
+    }
+
+    /// The daemon's id of that Work stream (`Started.stream_id`).
+    pub fn stream_id(&self) -> &str {
+        &self.lease.stream.id
+    }
+
+    /// Cancelled when the reconcile is: its Work stream broke (the daemon restarted, the
+    /// connection or keepalive failed, the replica stopped leading) or a drain timed out. The
+    /// reconcile's future is dropped at that moment too; this token is for work it spawned,
+    /// which dropping does not stop.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use informerd::{Action, Context};
+    /// async fn reconcile(_: Arc<serde_json::Value>, ctx: Context<()>) -> informerd::Result<Action> {
+    ///     let cancelled = ctx.cancellation().clone();
+    ///     let work = tokio::spawn(async move {
+    ///         tokio::select! {
+    ///             _ = cancelled.cancelled() => Err("cancelled"),
+    ///             _ = tokio::time::sleep(std::time::Duration::from_secs(30)) => Ok(()),
+    ///         }
+    ///     });
+    ///     let _ = work.await;
+    ///     Ok(Action::await_change())
+    /// }
+    /// ```
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.lease.stream.cancel
+    }
 }
+
+/// What happened to a reconcile, for [`Controller::on_reconcile`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ReconcileEventKind {
+    /// The reconcile is about to run.
+    Start,
+    /// It returned; `result` is its `controller_runtime_reconcile_total` label (`success`,
+    /// `requeue`, `requeue_after`, `error`). Its outcome is sent next.
+    End {
+        /// The result label.
+        result: &'static str,
+    },
+    /// It was cancelled: its Work stream ended (broke, or a drain timed out). Its outcome is
+    /// never sent.
+    Cancel,
+}
+
+/// One step of one reconcile: what a test's oracle needs to check that no key is in two
+/// reconciles at once, across processes and leaders.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ReconcileEvent {
+    /// What happened.
+    pub kind: ReconcileEventKind,
+    /// The key.
+    pub key: String,
+    /// The lease's fencing token.
+    pub token: u64,
+    /// The epoch of the Work stream the lease came on ([`Context::epoch`]).
+    pub epoch: u64,
+    /// That stream's id ([`Context::stream_id`]).
+    pub stream_id: Arc<str>,
+    /// When it happened.
+    pub at: Instant,
+}
+
+type Observer = Arc<dyn Fn(&ReconcileEvent) + Send + Sync>;
 
 /// How a secondary resource maps to the controller's keys, and what of it to watch.
 #[derive(Clone, Debug, Default)]
@@ -276,6 +358,7 @@ pub struct Controller<K> {
     triggers: Mutex<Vec<BoxFuture<'static, ()>>>,
     stop: CancellationToken,
     backoff: Backoff,
+    observer: Option<Observer>,
     invalid: Option<Error>,
     _k: PhantomData<fn() -> K>,
 }
@@ -336,6 +419,7 @@ where
             triggers: Mutex::new(Vec::new()),
             stop: CancellationToken::new(),
             backoff: Backoff::default(),
+            observer: None,
             invalid: None,
             _k: PhantomData,
         };
@@ -483,6 +567,36 @@ where
     /// How to space reconnect attempts.
     pub fn backoff(mut self, backoff: Backoff) -> Self {
         self.backoff = backoff;
+        self
+    }
+
+    /// Calls `observer` with every step of every reconcile: [`ReconcileEventKind::Start`]
+    /// before it runs, then `End` (it returned; before its outcome is sent) or `Cancel` (its
+    /// Work stream ended). It runs on the controller's task: it must not block.
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// # use informerd::{Action, Client, Context, Controller, ReconcileEventKind};
+    /// # async fn f(client: Client) -> informerd::Result<()> {
+    /// Controller::<serde_json::Value>::for_kind(client, "audit", "v1", "ConfigMap")
+    ///     .on_reconcile(|e| {
+    ///         if e.kind == ReconcileEventKind::Cancel {
+    ///             eprintln!("{} (token {}) cancelled", e.key, e.token);
+    ///         }
+    ///     })
+    ///     .run(
+    ///         |_, _: Context<()>| async { Ok::<_, informerd::Error>(Action::await_change()) },
+    ///         |_, _, _| Action::requeue_rate_limited(),
+    ///         Arc::new(()),
+    ///     )
+    ///     .await
+    /// # }
+    /// ```
+    pub fn on_reconcile(
+        mut self,
+        observer: impl Fn(&ReconcileEvent) + Send + Sync + 'static,
+    ) -> Self {
+        self.observer = Some(Arc::new(observer));
         self
     }
 
@@ -663,6 +777,7 @@ where
             controller: Arc::from(self.name.as_str()),
             client: self.client.clone(),
             metrics,
+            observer: self.observer.clone(),
             _k: PhantomData,
         });
         let main = loop {
@@ -736,15 +851,10 @@ where
         format!("{}@{}/{}", self.name, host.trim(), std::process::id())
     }
 
-    /// One Work stream: Ok when it ended by a drain, Err when it broke.
-    async fn session<T, F>(&mut self, run: &Arc<Run<K, T, F>>, main: &Informer) -> Result<()>
-    where
-        T: Send + Sync + 'static,
-        F: Reconciler<K, T>,
-    {
-        // Unbounded, yet bounded in effect: outcomes never exceed the credit, heartbeats are
-        // periodic and the drain is sent once.
-        let (req_tx, req_rx) = mpsc::unbounded_channel::<ProcessRequest>();
+    /// Opens a Work stream on the replica set's leader (following NOT_LEADER answers within the
+    /// client's deadline) and waits for `Started`. Each attempt has its own request channel: a
+    /// refused attempt's call never takes this stream's outcomes.
+    async fn open(&self, main: &Informer) -> Result<Opened> {
         let start = v1::Start {
             queue: self.queue.clone(),
             max_in_flight: self.concurrency,
@@ -753,42 +863,80 @@ where
             object_informer_id: main.id().to_string(),
             max_batch_bytes: 0,
         };
-        req_tx
-            .send(ProcessRequest {
-                kind: Some(process_request::Kind::Start(start)),
-            })
-            .map_err(|_| Error::Protocol("request channel closed".into()))?;
         let timeout = self.client.options().default_timeout();
-        let mut rpc = self.client.work_raw();
-        let opened = tokio::time::timeout(timeout, async {
-            let mut inbound = rpc
-                .process(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx))
-                .await?
-                .into_inner();
-            let first = inbound.message().await?;
-            Ok::<_, Error>((inbound, first))
-        })
-        .await
-        .map_err(|_| Error::Timeout {
-            what: format!("Work stream on {}: Started", self.queue),
-            seconds: timeout.as_secs_f64(),
-        })??;
-        let (mut inbound, first) = opened;
-        let started = match first.and_then(|r| r.kind) {
-            Some(process_response::Kind::Started(s)) => s,
-            Some(other) => {
-                return Err(Error::Protocol(format!(
-                    "the Work stream's first response is {other:?}, not Started"
-                )));
-            }
-            None => {
-                return Err(Error::Protocol(
-                    "the Work stream ended before Started".into(),
-                ));
-            }
-        };
+        let queue = self.queue.as_str();
+        let start = &start;
+        self.client
+            .on_leader(
+                "Work.Process",
+                Some(timeout),
+                |route, remaining| async move {
+                    let (req_tx, req_rx) = mpsc::unbounded_channel::<ProcessRequest>();
+                    req_tx
+                        .send(ProcessRequest {
+                            kind: Some(process_request::Kind::Start(start.clone())),
+                        })
+                        .map_err(|_| Error::Protocol("request channel closed".into()))?;
+                    let mut rpc = route.work_raw();
+                    let (inbound, first) = tokio::time::timeout(remaining, async {
+                        let mut inbound = rpc
+                            .process(tokio_stream::wrappers::UnboundedReceiverStream::new(req_rx))
+                            .await?
+                            .into_inner();
+                        let first = inbound.message().await?;
+                        Ok::<_, Error>((inbound, first))
+                    })
+                    .await
+                    .map_err(|_| Error::Timeout {
+                        what: format!("Work stream on {queue}: Started"),
+                        seconds: remaining.as_secs_f64(),
+                    })??;
+                    let started = match first.and_then(|r| r.kind) {
+                        Some(process_response::Kind::Started(s)) => s,
+                        Some(other) => {
+                            return Err(Error::Protocol(format!(
+                                "the Work stream's first response is {other:?}, not Started"
+                            )));
+                        }
+                        None => {
+                            return Err(Error::Protocol(
+                                "the Work stream ended before Started".into(),
+                            ));
+                        }
+                    };
+                    Ok(Opened {
+                        route,
+                        req_tx,
+                        inbound,
+                        started,
+                    })
+                },
+            )
+            .await
+    }
+
+    /// One Work stream: Ok when it ended by a drain, Err when it broke. However it ends, the
+    /// reconciles still running are cancelled at once (their futures dropped, their
+    /// [`Context::cancellation`] cancelled) and their outcomes are never sent: the daemon has
+    /// given their keys back to the queue, or a new leader hands them out anew.
+    async fn session<T, F>(&mut self, run: &Arc<Run<K, T, F>>, main: &Informer) -> Result<()>
+    where
+        T: Send + Sync + 'static,
+        F: Reconciler<K, T>,
+    {
+        let Opened {
+            route,
+            req_tx,
+            mut inbound,
+            started,
+        } = self.open(main).await?;
         self.backoff.reset();
-        tracing::info!(controller = %self.name, queue = %self.queue, epoch = started.epoch, credit = self.concurrency, "work stream started");
+        tracing::info!(controller = %self.name, queue = %self.queue, epoch = started.epoch, stream_id = %started.stream_id, leader = route.address().unwrap_or("(the configured target)"), credit = self.concurrency, "work stream started");
+        let stream = Arc::new(StreamInfo {
+            epoch: started.epoch,
+            id: Arc::from(started.stream_id.as_str()),
+            cancel: CancellationToken::new(),
+        });
 
         let heartbeat = (started.lease_timeout_ms > 0)
             .then(|| Duration::from_millis(started.lease_timeout_ms as u64) / 3);
@@ -797,8 +945,8 @@ where
             t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             t
         });
-        // Held leases are tracked only for heartbeats.
-        let mut held = Held::new(heartbeat.is_some());
+        // The leases handed out and not answered: heartbeated, and named when the stream breaks.
+        let mut held = Held::new();
         // The pool: at most `concurrency` reconciles (the stream's credit), polled here. Nothing
         // crosses a task or a thread between a lease's arrival and its outcome.
         let mut running = FuturesUnordered::new();
@@ -811,10 +959,7 @@ where
                 .send(ProcessRequest { kind: Some(kind) })
                 .map_err(|e| Error::Protocol(format!("Work stream request channel: {e}")))
         };
-        // Dropping `running` (on every way out) cancels reconciles still running: the daemon
-        // has put (or puts, as the stream closes) their keys back in the queue, and their late
-        // outcomes would be refused.
-        loop {
+        let result: Result<()> = loop {
             tokio::select! {
                 biased;
                 Some(o) = running.next(), if !running.is_empty() => {
@@ -832,7 +977,7 @@ where
                             for lease in leases.leases {
                                 // Polled once here: a reconcile that finishes without waiting
                                 // (a no-op, a cache hit) never enters the pool's bookkeeping.
-                                let mut reconcile = Box::pin(reconcile_one(run, lease));
+                                let mut reconcile = Box::pin(reconcile_one(run, &stream, lease));
                                 match (&mut reconcile).now_or_never() {
                                     Some(o) => outcomes.push(o),
                                     None => running.push(reconcile),
@@ -854,37 +999,80 @@ where
                     },
                     Ok(None) if drain_sent => {
                         tracing::info!(controller = %self.name, queue = %self.queue, "work stream drained");
-                        return Ok(());
+                        break Ok(());
                     }
-                    Ok(None) => return Err(Error::Api(Box::new(crate::error::Status {
+                    Ok(None) => break Err(Error::Api(Box::new(crate::error::Status {
                         code: tonic::Code::Unavailable,
                         message: format!("the daemon ended the Work stream on {} without a drain", self.queue),
                         reason: String::new(),
                         metadata: Default::default(),
                         field: None,
                     }))),
-                    Err(status) => return Err(Error::from(status)),
+                    Err(status) => break Err(Error::from(status)),
                 },
                 _ = self.stop.cancelled(), if !drain_sent => {
                     drain_sent = true;
-                    send(process_request::Kind::Drain(v1::Drain {}))?;
+                    if let Err(e) = send(process_request::Kind::Drain(v1::Drain {})) {
+                        break Err(e);
+                    }
                     if let Some(t) = self.drain_timeout {
                         drain_deadline = Box::pin(tokio::time::sleep(t));
                     }
                 }
                 _ = &mut drain_deadline => {
                     tracing::warn!(controller = %self.name, "drain took over {:?}: cancelling reconciles", self.drain_timeout.unwrap_or_default());
-                    return Ok(());
+                    break Ok(());
                 }
                 _ = async { ticker.as_mut().expect("only polled with a ticker").tick().await }, if ticker.is_some() => {
                     let leases = held.live();
-                    if !leases.is_empty() {
-                        send(process_request::Kind::Heartbeat(v1::Heartbeat { leases }))?;
+                    if !leases.is_empty() && let Err(e) = send(process_request::Kind::Heartbeat(v1::Heartbeat { leases })) {
+                        break Err(e);
                     }
                 }
             }
+        };
+        // Every reconcile still running stops now, all at once: the token first (for work they
+        // spawned), then their futures. Their outcomes go nowhere: `req_tx` is this stream's.
+        stream.cancel.cancel();
+        if !running.is_empty() {
+            let ended = match &result {
+                Ok(()) => "ended".to_string(),
+                Err(e) => e.to_string(),
+            };
+            tracing::warn!(
+                controller = %self.name,
+                queue = %self.queue,
+                epoch = stream.epoch,
+                stream_id = %stream.id,
+                "work stream {ended}: cancelled {} in-flight reconciles: {}",
+                running.len(),
+                held.describe(),
+            );
         }
+        drop(running);
+        if let Err(e) = &result {
+            // Where the leader is now (a NOT_LEADER names it; a broken connection to it sends
+            // the next attempt back to the configured target).
+            self.client.observe(e, &route);
+        }
+        result
     }
+}
+
+/// A Work stream just opened on `route`.
+struct Opened {
+    route: Route,
+    req_tx: mpsc::UnboundedSender<ProcessRequest>,
+    inbound: tonic::Streaming<v1::ProcessResponse>,
+    started: v1::Started,
+}
+
+/// The Work stream reconciles came on.
+struct StreamInfo {
+    epoch: u64,
+    id: Arc<str>,
+    /// Cancelled when the stream ends: every reconcile of the stream is then cancelled.
+    cancel: CancellationToken,
 }
 
 /// Errors after which the daemon's state is gone (a restart lost the queue or informer):
@@ -942,41 +1130,100 @@ struct Run<K, T, F> {
     controller: Arc<str>,
     client: Client,
     metrics: ControllerMetrics,
+    observer: Option<Observer>,
     _k: PhantomData<fn() -> K>,
 }
 
-/// The leases handed out and not yet answered, for heartbeats (empty when the queue's leases
-/// do not expire).
+impl<K, T, F> Run<K, T, F> {
+    fn observe(&self, kind: ReconcileEventKind, lease: &LeaseInfo) {
+        if let Some(observer) = &self.observer {
+            observer(&ReconcileEvent {
+                kind,
+                key: lease.key.clone(),
+                token: lease.token,
+                epoch: lease.stream.epoch,
+                stream_id: lease.stream.id.clone(),
+                at: Instant::now(),
+            });
+        }
+    }
+}
+
+/// A reconcile running: when dropped before [`InFlight::finish`] (its Work stream ended and the
+/// pool with it), it counts and says that it was cancelled.
+struct InFlight<'a, K, T, F> {
+    run: &'a Run<K, T, F>,
+    lease: Arc<LeaseInfo>,
+    finished: bool,
+}
+
+impl<'a, K, T, F> InFlight<'a, K, T, F> {
+    fn start(run: &'a Run<K, T, F>, lease: Arc<LeaseInfo>) -> Self {
+        run.metrics.active.inc();
+        run.observe(ReconcileEventKind::Start, &lease);
+        InFlight {
+            run,
+            lease,
+            finished: false,
+        }
+    }
+
+    fn finish(mut self, result: &'static str) {
+        self.finished = true;
+        self.run.metrics.active.dec();
+        self.run
+            .observe(ReconcileEventKind::End { result }, &self.lease);
+    }
+}
+
+impl<K, T, F> Drop for InFlight<'_, K, T, F> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        self.run.metrics.active.dec();
+        tracing::info!(controller = %self.run.controller, key = %self.lease.key, token = self.lease.token, epoch = self.lease.stream.epoch, "reconcile cancelled: its work stream ended");
+        self.run.observe(ReconcileEventKind::Cancel, &self.lease);
+    }
+}
+
+/// The leases handed out and not yet answered: heartbeated while the queue's leases expire, and
+/// named when the stream breaks.
 struct Held {
-    track: bool,
     live: HashSet<(String, u64)>,
     expired: HashSet<(String, u64)>,
 }
 
 impl Held {
-    fn new(track: bool) -> Self {
+    fn new() -> Self {
         Held {
-            track,
             live: HashSet::new(),
             expired: HashSet::new(),
         }
     }
 
     fn handed_out(&mut self, leases: &[v1::Lease]) {
-        if self.track {
-            self.live
-                .extend(leases.iter().map(|l| (l.key.clone(), l.token)));
-        }
+        self.live
+            .extend(leases.iter().map(|l| (l.key.clone(), l.token)));
     }
 
     fn answered(&mut self, outcomes: &[v1::Outcome]) {
-        if self.track {
-            for o in outcomes {
-                let k = (o.key.clone(), o.token);
-                self.live.remove(&k);
-                self.expired.remove(&k);
-            }
+        for o in outcomes {
+            let k = (o.key.clone(), o.token);
+            self.live.remove(&k);
+            self.expired.remove(&k);
         }
+    }
+
+    /// The leases held, as `key@token`, sorted (for the log of a broken stream).
+    fn describe(&self) -> String {
+        let mut held: Vec<String> = self
+            .live
+            .iter()
+            .map(|(key, token)| format!("{key}@{token}"))
+            .collect();
+        held.sort();
+        held.join(" ")
     }
 
     /// The leases to heartbeat: held and not refused.
@@ -1049,7 +1296,11 @@ fn outcome(
     }
 }
 
-async fn reconcile_one<K, T, F>(run: &Run<K, T, F>, mut lease: v1::Lease) -> v1::Outcome
+async fn reconcile_one<K, T, F>(
+    run: &Run<K, T, F>,
+    stream: &Arc<StreamInfo>,
+    mut lease: v1::Lease,
+) -> v1::Outcome
 where
     K: DeserializeOwned + Send + Sync + 'static,
     T: Send + Sync + 'static,
@@ -1091,45 +1342,55 @@ where
             cluster: std::mem::take(&mut lease.cluster),
             controller: run.controller.clone(),
             client: run.client.clone(),
+            stream: stream.clone(),
         }),
     };
     let span = tracing::info_span!("reconcile", controller = %run.controller, key = %ctx.key(), token = ctx.token(), requeues = ctx.requeues());
-    m.active.inc();
+    // Dropped with this future when the stream ends first: then it says so.
+    let in_flight = InFlight::start(run, ctx.lease.clone());
     let started = Instant::now();
     let result = run
         .fns
         .reconcile(obj.clone(), ctx.clone())
         .instrument(span.clone())
         .await;
-    m.active.dec();
     m.time.observe(started.elapsed().as_secs_f64());
     lease.key = ctx.key().to_string();
-    match result {
+    let (outcome, label) = match result {
         Ok(Action(ActionKind::AwaitChange)) => {
             m.success.inc();
-            outcome(
-                &lease,
-                outcome::Result::Success,
-                Duration::ZERO,
-                String::new(),
+            (
+                outcome(
+                    &lease,
+                    outcome::Result::Success,
+                    Duration::ZERO,
+                    String::new(),
+                ),
+                "success",
             )
         }
         Ok(Action(ActionKind::Requeue(d))) => {
             m.requeue_after.inc();
-            outcome(
-                &lease,
-                outcome::Result::ForgetAndRequeueAfter,
-                d,
-                String::new(),
+            (
+                outcome(
+                    &lease,
+                    outcome::Result::ForgetAndRequeueAfter,
+                    d,
+                    String::new(),
+                ),
+                "requeue_after",
             )
         }
         Ok(Action(ActionKind::RateLimited)) => {
             m.requeue.inc();
-            outcome(
-                &lease,
-                outcome::Result::Retry,
-                Duration::ZERO,
-                String::new(),
+            (
+                outcome(
+                    &lease,
+                    outcome::Result::Retry,
+                    Duration::ZERO,
+                    String::new(),
+                ),
+                "requeue",
             )
         }
         Err(e) => {
@@ -1137,7 +1398,7 @@ where
             m.error.inc();
             let message = e.to_string();
             span.in_scope(|| tracing::error!(error = %message, "Reconciler error"));
-            match run.fns.error_policy(obj, &e, ctx) {
+            let outcome = match run.fns.error_policy(obj, &e, ctx) {
                 Action(ActionKind::Requeue(d)) => {
                     outcome(&lease, outcome::Result::RequeueAfter, d, message)
                 }
@@ -1148,9 +1409,12 @@ where
                     m.terminal_errors.inc();
                     outcome(&lease, outcome::Result::Done, Duration::ZERO, message)
                 }
-            }
+            };
+            (outcome, "error")
         }
-    }
+    };
+    in_flight.finish(label);
+    outcome
 }
 
 #[cfg(test)]

@@ -18,7 +18,9 @@ pub mod testing;
 
 pub use admin::{Admin, Replica, ReplicaRole};
 pub use client::{Backoff, Client, ConnectOptions, Route};
-pub use controller::{Action, Context, Controller, WatchConfig};
+pub use controller::{
+    Action, Context, Controller, ReconcileEvent, ReconcileEventKind, WatchConfig,
+};
 pub use error::{Error, ErrorReason, Result};
 pub use informers::{
     Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams,

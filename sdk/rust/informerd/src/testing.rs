@@ -180,7 +180,7 @@ where
     }
 }
 
-/// A signal to stop a process with.
+/// A signal to stop (or freeze) a process with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Signal {
     /// SIGTERM: a graceful shutdown.
@@ -189,6 +189,10 @@ pub enum Signal {
     Kill,
     /// SIGINT.
     Int,
+    /// SIGSTOP: the process freezes (its sockets stay open; only keepalive notices).
+    Stop,
+    /// SIGCONT: a stopped process goes on.
+    Cont,
 }
 
 impl Signal {
@@ -197,7 +201,14 @@ impl Signal {
             Signal::Term => libc::SIGTERM,
             Signal::Kill => libc::SIGKILL,
             Signal::Int => libc::SIGINT,
+            Signal::Stop => libc::SIGSTOP,
+            Signal::Cont => libc::SIGCONT,
         }
+    }
+
+    /// Whether a stopped process acts on it only once continued.
+    fn needs_cont(self) -> bool {
+        matches!(self, Signal::Term | Signal::Int)
     }
 }
 
@@ -265,6 +276,14 @@ impl Process {
         self.child.as_ref().map(Child::id)
     }
 
+    /// Sends `signal` to the running process without waiting.
+    fn signal(&mut self, signal: Signal) -> bool {
+        if self.exited().is_some() {
+            return false;
+        }
+        self.pid().is_some_and(|pid| send_signal(pid, signal))
+    }
+
     fn exited(&mut self) -> Option<ExitStatus> {
         self.child
             .as_mut()
@@ -300,14 +319,18 @@ impl Process {
         }
     }
 
-    /// Signals the process and waits for it to exit (SIGKILL after [`STOP_TIMEOUT`]). Blocks:
-    /// also called from `Drop`.
+    /// Signals the process and waits for it to exit (SIGKILL after [`STOP_TIMEOUT`]); a stopped
+    /// process is continued after SIGTERM or SIGINT, so that it can act on them. Blocks: also
+    /// called from `Drop`.
     fn stop_blocking(&mut self, signal: Signal) -> Option<ExitStatus> {
         let mut child = self.child.take()?;
         if let Ok(Some(status)) = child.try_wait() {
             return Some(status);
         }
         send_signal(child.id(), signal);
+        if signal.needs_cont() {
+            send_signal(child.id(), Signal::Cont); // a stopped (SIGSTOP) process, too, exits
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
@@ -331,6 +354,9 @@ impl Process {
             return Some(status);
         }
         send_signal(child.id(), signal);
+        if signal.needs_cont() {
+            send_signal(child.id(), Signal::Cont);
+        }
         let deadline = Instant::now() + STOP_TIMEOUT;
         while Instant::now() < deadline {
             if let Ok(Some(status)) = child.try_wait() {
@@ -538,6 +564,24 @@ impl FakeApiServer {
         self.control("/_fake/seed", &body).await.map(drop)
     }
 
+    /// Serves informerd's own `Queue` objects (`queues.informerd.io/v1alpha1`, namespaced): the
+    /// resource a replica set's leader keeps the queues created over the API in (the CRD that
+    /// `deploy/` installs on a real cluster). Idempotent.
+    pub async fn serve_queue_objects(&self) -> Result<()> {
+        let body = serde_json::json!({
+            "group": "informerd.io",
+            "version": "v1alpha1",
+            "resource": "queues",
+            "kind": "Queue",
+            "namespaced": true,
+            "customResource": true,
+        });
+        match self.control("/_fake/resources", &body).await {
+            Err(e) if matches!(e.http_status(), Some(400 | 409)) => Ok(()), // registered already
+            other => other.map(drop),
+        }
+    }
+
     /// Creates the namespace unless it exists.
     pub async fn create_namespace(&self, name: &str) -> Result<()> {
         let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
@@ -711,13 +755,139 @@ impl Drop for KubeApiServer {
     }
 }
 
+/// Leader election for [`Daemon::start_replica`] (the `--leader-elect*` flags, kube's names).
+///
+/// Daemons started with equal `namespace`/`name` form a replica set on that Lease, in the
+/// default cluster, whose namespace must exist. Each daemon is named `replica-<port>` unless
+/// [`LeaderElection::identity`] says otherwise, and advertises its own listen address. Timings
+/// left unset keep the daemon's defaults (15 s, 10 s, 2 s, as client-go's);
+/// [`LeaderElection::fast`] makes a failover take seconds, for tests.
+///
+/// ```no_run
+/// # async fn f() -> informerd::testing::Result<()> {
+/// use informerd::testing::{Daemon, FakeApiServer, LeaderElection};
+/// let api = FakeApiServer::start().await?;
+/// api.create_namespace("informerd").await?;
+/// api.serve_queue_objects().await?;
+/// let election = LeaderElection::fast("informerd", "informerd");
+/// let a = Daemon::start_replica(api.kubeconfig(), &election, &[]).await?;
+/// let b = Daemon::start_replica(api.kubeconfig(), &election, &[]).await?;
+/// // Either leads; a client of the other follows it for Queues and Work.
+/// let replica = b.client()?.admin().get_replica().await?;
+/// # let _ = (a, replica);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaderElection {
+    namespace: String,
+    name: String,
+    identity: Option<String>,
+    lease_duration: Option<Duration>,
+    renew_deadline: Option<Duration>,
+    retry_period: Option<Duration>,
+}
+
+impl LeaderElection {
+    /// The Lease `namespace/name`, with the daemon's default timings.
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        LeaderElection {
+            namespace: namespace.into(),
+            name: name.into(),
+            identity: None,
+            lease_duration: None,
+            renew_deadline: None,
+            retry_period: None,
+        }
+    }
+
+    /// The Lease `namespace/name` with a 3 s lease duration, a 2 s renew deadline and a 500 ms
+    /// retry period.
+    pub fn fast(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        LeaderElection::new(namespace, name).timings(
+            Duration::from_secs(3),
+            Duration::from_secs(2),
+            Duration::from_millis(500),
+        )
+    }
+
+    /// `--leader-elect-lease-duration`, `-renew-deadline` and `-retry-period`.
+    pub fn timings(
+        mut self,
+        lease_duration: Duration,
+        renew_deadline: Duration,
+        retry_period: Duration,
+    ) -> Self {
+        self.lease_duration = Some(lease_duration);
+        self.renew_deadline = Some(renew_deadline);
+        self.retry_period = Some(retry_period);
+        self
+    }
+
+    /// The replica's identity (default `replica-<port>`); give it to one daemon only.
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// The Lease's namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The Lease's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn args(&self, identity: &str, advertise_address: &str) -> Vec<String> {
+        let mut args = vec![
+            "--leader-elect".to_string(),
+            format!("--leader-elect-resource-namespace={}", self.namespace),
+            format!("--leader-elect-resource-name={}", self.name),
+            format!("--leader-elect-identity={identity}"),
+            format!("--advertise-address={advertise_address}"),
+        ];
+        for (flag, value) in [
+            ("lease-duration", self.lease_duration),
+            ("renew-deadline", self.renew_deadline),
+            ("retry-period", self.retry_period),
+        ] {
+            if let Some(d) = value {
+                args.push(format!("--leader-elect-{flag}={}", duration_flag(d)));
+            }
+        }
+        args
+    }
+}
+
+/// A duration flag's value: `3s`, or `500ms` below whole seconds.
+fn duration_flag(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms.is_multiple_of(1000) {
+        format!("{}s", ms / 1000)
+    } else {
+        format!("{ms}ms")
+    }
+}
+
+/// A free TCP port of 127.0.0.1 (free when asked: the daemon binds it right after).
+fn free_port() -> Result<u16> {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").map_err(io("find a free port on 127.0.0.1"))?;
+    Ok(listener
+        .local_addr()
+        .map_err(io("find a free port on 127.0.0.1"))?
+        .port())
+}
+
 /// informerd against one cluster, on a fixed port of 127.0.0.1 so that [`Daemon::restart`]
-/// brings it back at the same target.
+/// brings it back at the same target; with [`Daemon::start_replica`], one replica of a set.
 pub struct Daemon {
     args: Vec<String>,
     process: Process,
     target: String,
     metrics_url: String,
+    identity: String,
     starts: u32,
     dir: WorkDir,
 }
@@ -726,6 +896,7 @@ impl fmt::Debug for Daemon {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Daemon")
             .field("target", &self.target)
+            .field("identity", &self.identity)
             .field("starts", &self.starts)
             .finish()
     }
@@ -741,13 +912,42 @@ impl Daemon {
     /// `--idle-timeout=0`. It runs in local-development mode (`--insecure-allow-unauthenticated`)
     /// unless `args` bring TLS (`--tls-cert`), as tests of authentication do.
     pub async fn start_with(kubeconfig: &Path, args: &[&str]) -> Result<Daemon> {
+        Daemon::launch_first(kubeconfig, "127.0.0.1:0".into(), None, args).await
+    }
+
+    /// Starts a replica of the set on `election`'s Lease (with extra flags, as
+    /// [`Daemon::start_with`]): it listens on a free port of 127.0.0.1, advertises it, and is
+    /// named [`Daemon::identity`].
+    pub async fn start_replica(
+        kubeconfig: &Path,
+        election: &LeaderElection,
+        args: &[&str],
+    ) -> Result<Daemon> {
+        let port = free_port()?;
+        let listen = format!("127.0.0.1:{port}");
+        let identity = election
+            .identity
+            .clone()
+            .unwrap_or_else(|| format!("replica-{port}"));
+        let mut all = election.args(&identity, &listen);
+        all.extend(args.iter().map(|a| a.to_string()));
+        let all: Vec<&str> = all.iter().map(String::as_str).collect();
+        Daemon::launch_first(kubeconfig, listen, Some(identity), &all).await
+    }
+
+    async fn launch_first(
+        kubeconfig: &Path,
+        listen: String,
+        identity: Option<String>,
+        args: &[&str],
+    ) -> Result<Daemon> {
         let bin = binary(INFORMERD_BIN)?;
         let dir = WorkDir::new("informerd-")?;
         let mut all = vec![
             bin.display().to_string(),
             format!("--kubeconfig={}", kubeconfig.display()),
         ];
-        all.push("--listen=127.0.0.1:0".into());
+        all.push(format!("--listen={listen}"));
         all.push("--metrics-listen=127.0.0.1:0".into());
         // Local-development mode (no authentication), unless the test brings its own TLS.
         if !args.iter().any(|a| a.starts_with("--tls-cert")) {
@@ -762,6 +962,7 @@ impl Daemon {
             process,
             target,
             metrics_url,
+            identity: identity.unwrap_or_default(),
             starts: 1,
             dir,
         })
@@ -819,6 +1020,17 @@ impl Daemon {
         self.process.pid()
     }
 
+    /// Its identity in a replica set ([`Daemon::start_replica`]; "" otherwise).
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// Sends `signal` without waiting (e.g. [`Signal::Stop`] to freeze it, [`Signal::Cont`]);
+    /// false when it is not running.
+    pub fn signal(&mut self, signal: Signal) -> bool {
+        self.process.signal(signal)
+    }
+
     /// How many times it was started.
     pub fn starts(&self) -> u32 {
         self.starts
@@ -839,8 +1051,8 @@ impl Daemon {
         .unwrap_or_default()
     }
 
-    /// Stops it with `signal` and waits for it to exit (SIGKILL after 10 s); `None` if it was
-    /// stopped already.
+    /// Stops it with `signal` and waits for it to exit (SIGKILL after 10 s; a frozen daemon is
+    /// continued after SIGTERM); `None` if it was stopped already.
     pub async fn stop(&mut self, signal: Signal) -> Option<ExitStatus> {
         self.process.stop(signal).await
     }
@@ -894,6 +1106,25 @@ mod tests {
             parse_response(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
                 .is_none()
         );
+    }
+
+    #[test]
+    fn leader_election_flags() {
+        let e = LeaderElection::fast("ha", "lease").identity("me");
+        assert_eq!(
+            e.args("me", "127.0.0.1:1"),
+            [
+                "--leader-elect",
+                "--leader-elect-resource-namespace=ha",
+                "--leader-elect-resource-name=lease",
+                "--leader-elect-identity=me",
+                "--advertise-address=127.0.0.1:1",
+                "--leader-elect-lease-duration=3s",
+                "--leader-elect-renew-deadline=2s",
+                "--leader-elect-retry-period=500ms",
+            ]
+        );
+        assert_eq!(LeaderElection::new("a", "b").args("i", "x").len(), 5);
     }
 
     #[test]

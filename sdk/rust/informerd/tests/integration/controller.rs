@@ -31,12 +31,12 @@ async fn seed(env: &crate::common::Env, namespace: &str, count: u32) -> BTreeSet
         .collect()
 }
 
-async fn queue_state(client: &Client, queue: &str) -> QueueState {
+pub async fn queue_state(client: &Client, queue: &str) -> QueueState {
     let info = client.queues().get(queue).await.expect("get the queue");
     info.state.unwrap_or_default()
 }
 
-async fn queue_idle(client: &Client, queue: &str) {
+pub async fn queue_idle(client: &Client, queue: &str) {
     wait_until(HANG, &format!("{queue} idle"), || async {
         let s = queue_state(client, queue).await;
         s.depth == 0 && s.in_flight == 0 && s.delayed == 0
@@ -47,7 +47,7 @@ async fn queue_idle(client: &Client, queue: &str) {
 
 /// A sample of the default registry's metric `name` for `controller` (and `labels`): a
 /// counter's or gauge's value, a histogram's count; 0 when absent.
-fn sample(name: &str, controller: &str, labels: &[(&str, &str)]) -> f64 {
+pub fn sample(name: &str, controller: &str, labels: &[(&str, &str)]) -> f64 {
     for family in prometheus::gather() {
         if family.name() != name {
             continue;

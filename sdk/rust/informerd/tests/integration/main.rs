@@ -6,6 +6,7 @@ mod common;
 mod controller;
 mod informers;
 mod kube;
+mod leader;
 mod queues;
 mod reconnect;
 mod store;

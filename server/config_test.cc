@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "gmock/gmock.h"
+#include "yaml-cpp/yaml.h"
 #include "gtest/gtest.h"
 
 namespace informerd {
@@ -296,6 +297,26 @@ TEST(ConfigTest, LeaderElectionMistakesAreNamed) {
               HasSubstr("--leader-elect: must be true or false"));
   EXPECT_THAT(ConfigFromFlags({"--leader-elect-retry-period=often"}, &help).status().message(),
               HasSubstr("--leader-elect-retry-period"));
+}
+
+TEST(ConfigTest, TheDeployedConfigIsOneTheDaemonReads) {
+  // deploy/informerd/configmap.yaml's data["config.yaml"], through the daemon's own parser.
+  YAML::Node manifest = YAML::LoadFile("deploy/informerd/configmap.yaml");
+  ASSERT_TRUE(manifest["data"]["config.yaml"]) << "no data.config.yaml";
+  absl::StatusOr<DaemonConfig> c =
+      ParseConfig(manifest["data"]["config.yaml"].as<std::string>(), "configmap.yaml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->leader_election.enabled);
+  EXPECT_EQ(c->leader_election.lease_name, "informerd");
+  EXPECT_EQ(c->leader_election.lease_namespace, "informerd");
+  // client-go's timings, on which the exclusion argument rests.
+  EXPECT_EQ(c->leader_election.lease_duration, absl::Seconds(15));
+  EXPECT_EQ(c->leader_election.renew_deadline, absl::Seconds(10));
+  EXPECT_EQ(c->leader_election.retry_period, absl::Seconds(2));
+  ASSERT_EQ(c->clusters.size(), 1u);
+  EXPECT_TRUE(c->clusters[0].in_cluster);
+  EXPECT_FALSE(c->auth.insecure_allow_unauthenticated);
+  EXPECT_FALSE(c->tls.cert_file.empty());
 }
 
 }  // namespace

@@ -6,6 +6,11 @@ of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` se
 (forever once ``--hang-file`` exists). A reconcile cancelled because its Work stream broke
 ends with a ``C`` line instead (from the controller's ``on_reconcile`` hook).
 SIGTERM/SIGINT drain the controller; the process then exits 0.
+
+With ``--record-versions`` (the chaos tests) every line has two more fields, the stream's epoch
+and the object's resourceVersion (``-`` for a deleted object): ``S|E|C pid key token monotonic
+epoch rv``; an outcome the daemon refused is a line ``R pid key token monotonic reason``, and
+the process writes ``X pid refusals`` (the controller's refusal count) before it exits.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ import logging
 import os
 import sys
 import time
+
+from prometheus_client import REGISTRY
 
 import informerd
 from informerd import Context, Controller, KubeObject, ReconcileEvent
@@ -32,20 +39,46 @@ def main() -> int:
     # Once this file exists, reconciles that start never end (a worker wedged mid-reconcile,
     # for the kill test: the kill then surely lands mid-reconcile, however loaded the machine).
     p.add_argument("--hang-file", default="")
+    p.add_argument("--record-versions", action="store_true")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     pid = os.getpid()
+    # The resourceVersion each running reconcile saw, by (key, token).
+    versions: dict[tuple[str, int], str] = {}
 
     def record(kind: str, ctx: Context, at: float | None = None) -> None:
         t = time.monotonic() if at is None else at
-        os.write(fd, f"{kind} {pid} {ctx.key} {ctx.token} {t:.6f}\n".encode())
+        line = f"{kind} {pid} {ctx.key} {ctx.token} {t:.6f}"
+        if args.record_versions:
+            rv = versions.get((ctx.key, ctx.token), "-")
+            if kind != "S":
+                versions.pop((ctx.key, ctx.token), None)
+            line += f" {ctx.epoch} {rv}"
+        os.write(fd, f"{line}\n".encode())
+
+    class Refusals(logging.Handler):
+        """Records the outcomes the daemon refused (the SDK logs each one with its key and
+        token)."""
+
+        def emit(self, r: logging.LogRecord) -> None:
+            if r.getMessage().startswith("informerd refused"):
+                key, token = getattr(r, "key", "?"), getattr(r, "token", 0)
+                reason = r.getMessage().split(": ", 1)[-1].split(" ", 1)[0] or "?"
+                t = time.monotonic()
+                os.write(fd, f"R {pid} {key} {token} {t:.6f} {reason}\n".encode())
+
+    if args.record_versions:
+        logging.getLogger("informerd").addHandler(Refusals())
 
     def observe(event: ReconcileEvent) -> None:
         if event.kind == "cancel":
             record("C", event.context, event.at)
 
     async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        if args.record_versions:
+            rv = obj.metadata.resource_version if obj is not None else "-"
+            versions[(ctx.key, ctx.token)] = rv
         record("S", ctx)
         if args.hang_file and os.path.exists(args.hang_file):  # noqa: ASYNC240 (a test probe)
             await asyncio.sleep(3600)
@@ -59,6 +92,14 @@ def main() -> int:
             await ctl.run(reconcile, shutdown_on_signal=True)
 
     asyncio.run(run())
+    if args.record_versions:
+        refused = sum(
+            sample.value
+            for metric in REGISTRY.collect()
+            for sample in metric.samples
+            if sample.name == "informerd_sdk_work_refusals_total"
+        )
+        os.write(fd, f"X {pid} {int(refused)}\n".encode())
     os.close(fd)
     return 0
 

@@ -1,0 +1,467 @@
+"""The chaos tests' cluster: a real kube-apiserver, the Queue CRD, three informerd replicas on
+one Lease, an informer-bound queue over the ConfigMaps of one namespace, two oracle worker
+processes (SDK controllers) on a replica that does not lead, and a churn process.
+
+Every process is real and is stopped by its pid: the daemons and workers are children; the
+kube-apiserver is not (``KubeApiServer.close`` signals its pid).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from kubernetes_asyncio import config as kube_config
+from kubernetes_asyncio.client import ApiClient
+
+import informerd
+from informerd import ReplicaRole, kube
+from informerd.queues import object_source, queue_spec
+from informerd.testing import Daemon, KubeApiServer, LeaderElection, eventually, repo_root
+from tests.chaos.oracle import Records
+
+NAMESPACE = "chaos"
+LEASE_NAMESPACE = "informerd"
+LEASE_NAME = "chaos"
+QUEUE = "chaos"
+INFORMER_ALIAS = "chaos-configmaps"
+WORKER = Path(__file__).parents[1] / "workers" / "oracle_worker.py"
+CHURN = Path(__file__).parent / "churn.py"
+
+# The SDK's keepalive (connection.py): a ping every 2 s, 2 s to answer. A Work stream on a
+# frozen leader breaks within about this long, and its reconciles are cancelled.
+KEEPALIVE_DETECTION_S = 4.0
+
+CONFIGMAPS = kube.Resource("v1", "ConfigMap", "configmaps", namespaced=True)
+NAMESPACES = kube.Resource("v1", "Namespace", "namespaces", namespaced=False)
+QUEUES = kube.Resource("informerd.io/v1alpha1", "Queue", "queues", namespaced=True)
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Leader election timings (lease duration > renew deadline > retry period).
+
+    Exclusion across failover (docs/high-availability.md) needs the old leader's workers to
+    cancel their reconciles before another replica can take the Lease: at the old leader's
+    step-down (renew deadline after its last renewal, before the lease duration), or by keepalive
+    (``KEEPALIVE_DETECTION_S`` after it froze). Another replica takes the Lease at the earliest a
+    lease duration after the last renewal it saw, and the frozen leader renewed at most a retry
+    period before it froze: so lease - retry must exceed the keepalive detection."""
+
+    lease_s: float
+    renew_s: float
+    retry_s: float
+
+    def __post_init__(self) -> None:
+        if not self.lease_s > self.renew_s > self.retry_s > 0:
+            raise ValueError(f"{self}: want lease > renew deadline > retry period > 0")
+        if self.lease_s - self.retry_s <= KEEPALIVE_DETECTION_S:
+            raise ValueError(f"{self}: lease - retry must exceed {KEEPALIVE_DETECTION_S} s")
+
+    def election(self) -> LeaderElection:
+        return LeaderElection(
+            LEASE_NAMESPACE,
+            LEASE_NAME,
+            lease_duration_s=self.lease_s,
+            renew_deadline_s=self.renew_s,
+            retry_period_s=self.retry_s,
+        )
+
+
+#: client-go's defaults (the daemon's): the long version.
+CLIENT_GO = Timings(15, 10, 2)
+#: `make test`'s short version: failovers in seconds, the same inequalities.
+SHORT = Timings(8, 5, 1)
+
+
+def configmap_name(i: int) -> str:
+    return f"chaos-{i:04d}"  # as churn.py names them
+
+
+async def until(
+    condition: Callable[[], bool | Awaitable[bool]],
+    what: str,
+    timeout_s: float,
+    detail: Callable[[], str] = lambda: "",
+    interval_s: float = 0.25,
+) -> None:
+    """``informerd.testing.eventually`` whose failure also says ``detail()``."""
+    try:
+        await eventually(condition, what, timeout_s, interval_s=interval_s)
+    except AssertionError as e:
+        raise AssertionError(f"{e}. {detail()}") from None
+
+
+async def replica_info(daemon: Daemon, timeout_s: float = 2) -> informerd.Replica | None:
+    """The daemon's Admin.GetReplica, or None when it does not answer (stopped, or dead)."""
+    async with informerd.Client.connect(daemon.target, timeout_s=timeout_s) as client:
+        try:
+            return await client.admin.get_replica()
+        except (informerd.Unavailable, informerd.Timeout):
+            return None
+
+
+async def role_of(daemon: Daemon) -> ReplicaRole | None:
+    info = await replica_info(daemon, timeout_s=1)
+    return None if info is None else info.role
+
+
+async def settled_leader(daemons: list[Daemon], timeout_s: float) -> Daemon:
+    """Waits until every one of ``daemons`` answers, one of them leads and the others follow
+    it (naming its address); returns the leader."""
+    leaders: list[Daemon] = []
+
+    async def settled() -> bool:
+        infos = await asyncio.gather(*(replica_info(d) for d in daemons))
+        if any(i is None for i in infos):
+            return False
+        leaders[:] = [
+            d for d, i in zip(daemons, infos, strict=True) if i and i.role == ReplicaRole.LEADER
+        ]
+        return len(leaders) == 1 and all(
+            i.role == ReplicaRole.FOLLOWER and i.leader_address == leaders[0].target
+            for d, i in zip(daemons, infos, strict=True)
+            if i is not None and d is not leaders[0]
+        )
+
+    await until(settled, "one leader, the other replicas following it", timeout_s)
+    return leaders[0]
+
+
+class ChaosCluster:
+    def __init__(self, workdir: Path, objects: int, timings: Timings) -> None:
+        self.workdir = workdir
+        self.objects = objects
+        self.timings = timings
+        self.kube: KubeApiServer | None = None
+        self.daemons: list[Daemon] = []
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self.worker_target: Daemon | None = None
+        self.records = Records([workdir / "w0.rec", workdir / "w1.rec"])
+        self.churns = 0
+        self._stack = contextlib.ExitStack()
+
+    # --- start and stop ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        try:
+            self._start()
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self) -> None:
+        started = time.monotonic()
+        self.kube = KubeApiServer.start(self.workdir / "kube")
+        self._stack.callback(self._close_kube)
+        asyncio.run(self._seed())
+        seeded = time.monotonic()
+        config = (
+            "informers:\n"
+            f"  - {{name: {INFORMER_ALIAS}, apiVersion: v1, kind: ConfigMap, "
+            f"namespace: {NAMESPACE}}}\n"
+        )
+        for i in range(3):
+            d = self.workdir / f"replica{i}"
+            d.mkdir()
+            daemon = Daemon.start(
+                self.kube.kubeconfig,
+                d,
+                config_yaml=config,
+                leader_election=self.timings.election(),
+            )
+            self.daemons.append(daemon)
+            self._stack.callback(daemon.close)
+        self.worker_target = asyncio.run(self._create_queue())
+        self._stack.callback(self._stop_workers)
+        for n in range(2):
+            with (self.workdir / f"worker{n}.log").open("wb") as log:
+                self.workers.append(
+                    subprocess.Popen(
+                        [
+                            sys.executable,
+                            str(WORKER),
+                            *("--target", self.worker_target.target),
+                            *("--namespace", NAMESPACE, "--queue", QUEUE),
+                            *("--out", str(self.workdir / f"w{n}.rec")),
+                            *("--sleep", "0.02", "--concurrency", "4"),
+                            "--record-versions",
+                        ],
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+        asyncio.run(self.converge())
+        print(
+            f"chaos cluster: kube-apiserver and {self.objects} ConfigMaps in "
+            f"{seeded - started:.1f} s, replicas, queue and workers converged in "
+            f"{time.monotonic() - seeded:.1f} s"
+        )
+
+    def close(self) -> None:
+        self._stack.close()
+
+    def finish(self) -> None:
+        """Drains the workers (SIGTERM) and checks what they counted as they exited: the oracle
+        once more, and no refusal (each worker's X line)."""
+        self._stop_workers()
+        records = self.records.update()
+        assert sorted(records.refusal_counts) == sorted(w.pid for w in self.workers), (
+            f"exit records of {sorted(records.refusal_counts)}, workers {self.workers}"
+        )
+        records.check()
+
+    def _close_kube(self) -> None:
+        assert self.kube is not None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.kube.pid, signal.SIGCONT)
+        self.kube.close()
+
+    def _stop_workers(self) -> None:
+        for w in self.workers:
+            if w.poll() is None:
+                w.send_signal(signal.SIGTERM)
+        for w in self.workers:
+            try:
+                w.wait(30)
+            except subprocess.TimeoutExpired:
+                w.kill()
+                w.wait()
+
+    async def _kube_api(self) -> ApiClient:
+        assert self.kube is not None
+        return await kube_config.new_client_from_config(config_file=str(self.kube.kubeconfig))
+
+    async def _seed(self) -> None:
+        api = await self._kube_api()
+        try:
+            root = repo_root(Path(__file__))
+            assert root is not None
+            await kube.apply_manifest(api, root / "deploy" / "crd" / "queues.informerd.io.yaml")
+            for ns in (LEASE_NAMESPACE, NAMESPACE):
+                await kube.apply(
+                    api,
+                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
+                    field_manager="chaos-test",
+                    resource=NAMESPACES,
+                )
+            gate = asyncio.Semaphore(16)
+
+            async def create(i: int) -> None:
+                async with gate:
+                    await kube.request(
+                        api,
+                        "POST",
+                        CONFIGMAPS.path(namespace=NAMESPACE),
+                        body={
+                            "apiVersion": "v1",
+                            "kind": "ConfigMap",
+                            "metadata": {"name": configmap_name(i), "namespace": NAMESPACE},
+                            "data": {"n": "0"},
+                        },
+                    )
+
+            await asyncio.gather(*(create(i) for i in range(self.objects)))
+        finally:
+            await api.close()
+
+    async def _create_queue(self) -> Daemon:
+        """Creates the queue over the API through a follower (the call follows the leader);
+        returns that follower, the workers' target."""
+        leader = await settled_leader(self.daemons, 120)
+        follower = next(d for d in self.daemons if d is not leader)
+        async with informerd.Client.connect(follower.target, timeout_s=20) as client:
+            cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
+            await cms.wait_for_sync(timeout_s=60)
+            await client.queues.create(queue_spec(QUEUE, [object_source(cms)]))
+            assert client.leader_address == leader.target
+        # The leader kept the spec as a Queue object, for the next leaders.
+        api = await self._kube_api()
+        try:
+            stored = await kube.get(api, QUEUES, QUEUE, namespace=LEASE_NAMESPACE)
+        finally:
+            await api.close()
+        assert stored["metadata"]["labels"]["informerd.io/lease"] == LEASE_NAME
+        assert stored["spec"]["name"] == QUEUE
+        return follower
+
+    # --- state ----------------------------------------------------------------------------
+
+    def running(self) -> list[Daemon]:
+        return [d for d in self.daemons if d.proc is not None and d.proc.poll() is None]
+
+    def processes(self) -> str:
+        """The replicas' and workers' states, for failure messages (a process that died of a
+        signal nobody in the test sent shows here)."""
+
+        def state(proc: subprocess.Popen[bytes] | None) -> str:
+            code = None if proc is None else proc.poll()
+            return "running" if code is None else f"exited {code}"
+
+        return "; ".join(
+            [f"{d.identity}: {state(d.proc)}" for d in self.daemons]
+            + [f"worker {w.pid}: {state(w)}" for w in self.workers]
+        )
+
+    def check_workers(self) -> None:
+        for n, w in enumerate(self.workers):
+            assert w.poll() is None, (
+                f"worker {n} exited with {w.returncode}: "
+                f"{(self.workdir / f'worker{n}.log').read_text()[-3000:]}"
+            )
+
+    async def leader(self) -> Daemon:
+        """The leader, once every running replica agrees on it."""
+        return await settled_leader(self.running(), timeout_s=120)
+
+    async def replica(self, daemon: Daemon) -> informerd.Replica:
+        info = await replica_info(daemon, timeout_s=5)
+        assert info is not None, f"{daemon.identity} does not answer"
+        return info
+
+    async def final_versions(self) -> dict[str, str]:
+        """Every ConfigMap's resourceVersion now, from the API server: key -> rv."""
+        api = await self._kube_api()
+        try:
+            listed = await kube.request(api, "GET", CONFIGMAPS.path(namespace=NAMESPACE))
+        finally:
+            await api.close()
+        items = listed["items"]
+        assert len(items) == self.objects
+        return {
+            f"{NAMESPACE}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in items
+        }
+
+    async def prepare(self) -> Daemon:
+        """Before a scenario: every replica running (a killed one restarted, a stopped one
+        continued), one leader that is not the workers' target (it hands leadership on with
+        SIGTERM if it is), both workers attached to it. Returns the leader."""
+        assert self.kube is not None
+        os.kill(self.kube.pid, signal.SIGCONT)
+        for d in self.daemons:
+            d.send_signal(signal.SIGCONT)
+            if d.proc is None or d.proc.poll() is not None:
+                d.restart()
+        self.check_workers()
+        leader = await self.leader()
+        if leader is self.worker_target:
+            await asyncio.to_thread(leader.stop, signal.SIGTERM)
+            leader = await self.leader()
+            await asyncio.to_thread(self.worker_target.restart)
+            leader = await self.leader()
+        await self.workers_attached(leader)
+        return leader
+
+    async def workers_attached(self, leader: Daemon) -> None:
+        async with informerd.Client.connect(leader.target, timeout_s=5) as client:
+
+            async def attached() -> bool:
+                try:
+                    info = await client.queues.get(QUEUE)
+                except informerd.InformerdError:
+                    return False
+                return info.state.workers == len(self.workers)
+
+            await until(attached, f"both workers on the leader {leader.identity}", 120)
+
+    async def converge(self, timeout_s: float = 240) -> Daemon:
+        """Waits until one leader leads, every ConfigMap's last version was reconciled (a
+        reconcile that saw it ended) and the queue is idle; then checks the oracle. Returns the
+        leader."""
+        self.check_workers()
+        leader = await self.leader()
+        final = await self.final_versions()
+
+        def reconciled() -> bool:
+            return not self.records.update().unreconciled(final)
+
+        def missing() -> str:
+            left = self.records.unreconciled(final)
+            return f"{len(left)} not reconciled at their last version, e.g. {left[:5]}"
+
+        await until(reconciled, "every object reconciled after its last change", timeout_s, missing)
+        async with informerd.Client.connect(leader.target, timeout_s=5) as client:
+
+            async def idle() -> bool:
+                s = (await client.queues.get(QUEUE)).state
+                return s.depth == 0 and s.in_flight == 0 and s.delayed == 0
+
+            await until(idle, "the queue idle", timeout_s)
+        self.records.update().check()
+        self.check_workers()
+        return leader
+
+    # --- faults and load ---------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def churning(self, rate: float = 30) -> AsyncIterator[Path]:
+        """Runs the churn process (``rate`` changes/s) while the block runs; yields its log."""
+        assert self.kube is not None
+        self.churns += 1
+        out = self.workdir / f"churn{self.churns}.log"
+        with (self.workdir / f"churn{self.churns}.stderr").open("wb") as err:
+            proc = subprocess.Popen(  # noqa: ASYNC220 (returns at once)
+                [
+                    sys.executable,
+                    str(CHURN),
+                    *("--kubeconfig", str(self.kube.kubeconfig)),
+                    *("--namespace", NAMESPACE, "--count", str(self.objects)),
+                    *("--rate", str(rate), "--out", str(out)),
+                ],
+                stdout=err,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+
+            def changes() -> int:
+                if not out.exists():
+                    return 0
+                return sum(1 for line in out.read_text().splitlines() if line.startswith("U"))
+
+            await until(lambda: changes() >= 10, "the churn changing ConfigMaps", 60)
+            yield out
+        finally:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(proc.wait, 60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                await asyncio.to_thread(proc.wait)
+        tail = out.read_text().splitlines()[-1:] if out.exists() else []
+        assert tail, "churn wrote nothing"
+        assert tail[0].startswith("D "), f"churn did not finish cleanly: {tail}"
+
+    async def first_delivery_after(self, at: float, epoch: int, timeout_s: float = 120) -> float:
+        """Seconds from ``at`` to the first key a leader after the term ``epoch`` delivered
+        (the first reconcile start of a lease of a later term)."""
+
+        def delivered() -> bool:
+            return self.records.update().first_start(at, epoch) is not None
+
+        await until(delivered, "a key delivered by the new leader", timeout_s)
+        first = self.records.first_start(at, epoch)
+        assert first is not None
+        return first.start - at
+
+    async def wait_for_role(
+        self, candidates: list[Daemon], role: ReplicaRole, timeout_s: float
+    ) -> tuple[Daemon, float]:
+        """Polls until one of ``candidates`` has ``role``; returns it and when it was seen."""
+        found: list[Daemon] = []
+
+        async def any_has_it() -> bool:
+            roles = await asyncio.gather(*(role_of(d) for d in candidates))
+            found[:] = [d for d, r in zip(candidates, roles, strict=True) if r == role]
+            return bool(found)
+
+        await until(any_has_it, f"a replica with role {role.name}", timeout_s, interval_s=0.1)
+        return found[0], time.monotonic()

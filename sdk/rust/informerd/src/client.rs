@@ -468,7 +468,8 @@ fn host_port(target: &str) -> &str {
         .trim_end_matches('/')
 }
 
-/// A connection to one daemon; cheap to clone (clones share the channel).
+/// A connection to one daemon; cheap to clone (clones share the channel). In a replica set,
+/// `Queues` and `Work` calls go on to the leader through a second channel (see the module docs).
 ///
 /// The channel connects lazily and reconnects by itself; calls made while the daemon is away fail
 /// with a transient [`Error`] (see [`Error::is_transient`]).

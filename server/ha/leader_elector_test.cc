@@ -114,7 +114,7 @@ std::string ArmFault(const std::string& user_agent) {
 TEST(LeaderElectorTest, OneLeaderThenHandOverOnRelease) {
   Candidate a("handover", "a"), b("handover", "b");
   a.elector->Start();
-  ASSERT_TRUE(Eventually([&] { return a.elector->leading(); }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
   b.elector->Start();
   ASSERT_TRUE(Eventually([&] { return b.elector->leader() == "a"; }, absl::Seconds(20)));
   EXPECT_EQ(b.elector->leader_address(), "a.example:7470");
@@ -126,7 +126,8 @@ TEST(LeaderElectorTest, OneLeaderThenHandOverOnRelease) {
   const absl::Time released = absl::Now();
   a.elector->Stop();  // steps down and releases
   EXPECT_EQ(a.log.stops(), 1u);
-  ASSERT_TRUE(Eventually([&] { return b.elector->leading(); }, absl::Seconds(20)));
+  // The callback, not leading(): the flag turns true just before started_leading runs.
+  ASSERT_TRUE(Eventually([&] { return b.log.starts() == 1; }, absl::Seconds(20)));
   // Released: b does not wait out the lease (2 s), only its retry period.
   EXPECT_LT(absl::Now() - released, absl::Milliseconds(1500));
   MutexLock la(&a.log.mu);
@@ -142,18 +143,20 @@ TEST(LeaderElectorTest, OneLeaderThenHandOverOnRelease) {
 TEST(LeaderElectorTest, FailedRenewalsStepDownBeforeAnotherReplicaLeads) {
   Candidate a("stepdown", "a"), b("stepdown", "b");
   a.elector->Start();
-  ASSERT_TRUE(Eventually([&] { return a.elector->leading(); }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
   b.elector->Start();
   ASSERT_TRUE(Eventually([&] { return b.elector->leader() == "a"; }, absl::Seconds(20)));
 
   // Every request of a's now fails (500): its renewals fail.
   const std::string fault = ArmFault(a.user_agent);
   ASSERT_FALSE(fault.empty());
-  ASSERT_TRUE(Eventually([&] { return b.elector->leading(); }, absl::Seconds(30)));
+  ASSERT_TRUE(Eventually([&] { return b.log.starts() == 1; }, absl::Seconds(30)));
   ASSERT_TRUE(Eventually([&] { return a.log.stops() == 1; }, absl::Seconds(10)));
   {
     MutexLock la(&a.log.mu);
     MutexLock lb(&b.log.mu);
+    ASSERT_EQ(a.log.stopped_at.size(), 1u);
+    ASSERT_EQ(b.log.started_at.size(), 1u);
     // The safety argument: a stopped (and its last deadline passed) before b began.
     EXPECT_LT(a.log.stopped_at[0], b.log.started_at[0]);
     EXPECT_LT(a.log.deadline, b.log.started_at[0]);
@@ -171,7 +174,7 @@ TEST(LeaderElectorTest, FailedRenewalsStepDownBeforeAnotherReplicaLeads) {
 TEST(LeaderElectorTest, TheSameHolderTakingTheLeaseAgainBeginsANewTerm) {
   Candidate a("again", "a");
   a.elector->Start();
-  ASSERT_TRUE(Eventually([&] { return a.elector->leading(); }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
   const std::string fault = ArmFault(a.user_agent);
   ASSERT_TRUE(Eventually([&] { return a.log.stops() == 1; }, absl::Seconds(20)));
   ASSERT_TRUE(SharedApiServer()->Control("DELETE", absl::StrCat("/_fake/faults/", fault), "").ok());
@@ -189,9 +192,9 @@ TEST(LeaderElectorTest, TwoCandidatesAtOnceGetOneLeader) {
   for (auto& c : cs) c->elector->Start();
   ASSERT_TRUE(Eventually(
       [&] {
-        int leading = 0;
-        for (auto& c : cs) leading += c->elector->leading();
-        return leading == 1;
+        size_t starts = 0;
+        for (auto& c : cs) starts += c->log.starts();
+        return starts == 1;
       },
       absl::Seconds(20)));
   absl::SleepFor(absl::Seconds(1));

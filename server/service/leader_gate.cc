@@ -38,16 +38,6 @@ absl::Status LeaderGate::Check() const {
   return NotLeaderError(leader_, leader_address_);
 }
 
-std::string LeaderGate::leader() const {
-  MutexLock l(&mu_);
-  return leader_;
-}
-
-std::string LeaderGate::leader_address() const {
-  MutexLock l(&mu_);
-  return leader_address_;
-}
-
 absl::Status NotLeaderError(const std::string& leader, const std::string& address) {
   std::string message =
       leader.empty()

@@ -51,10 +51,6 @@ class LeaderGate {
   // address in the metadata.
   absl::Status Check() const;
 
-  // The leader as last set: this replica's own values while leading are set by the caller.
-  std::string leader() const;
-  std::string leader_address() const;
-
  private:
   std::atomic<bool> leading_{false};
   std::atomic<int64_t> deadline_{0};  // steady_clock ticks

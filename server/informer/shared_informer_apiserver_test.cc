@@ -272,6 +272,10 @@ TEST_F(SharedInformerApiServerTest, DeletesMissedWhileDisconnectedSurfaceAsTombs
   }
   ASSERT_TRUE(fixture_->Immediate(R"({"type":"compact","resource":"configmaps"})").ok());
   ExpectConverged();
+  // Handlers are notified after the cache changes (through their own listener): the cache can
+  // converge before the counter has seen the relist's deletions.
+  EXPECT_TRUE(Eventually([&] { return deletions_->tombstones() == 3; }, absl::Seconds(30)))
+      << deletions_->tombstones() << " tombstones";
   EXPECT_EQ(deletions_->tombstones(), 3);
   EXPECT_GE(Status().syncs, 2u);
 }

@@ -766,8 +766,11 @@ queues:
     EXPECT_LT(took[i], kDeadline + absl::Seconds(kSanitized ? 5 : 2)) << i;
   }
   if (kSanitized) return;
-  // Within 2x, plus 20 ms for scheduling noise when other tests load this 2-core machine.
-  EXPECT_LE(P99(busy), 2 * P99(idle) + absl::Milliseconds(20));
+  // A callback thread blocked on a hung API server would hold a probe until that call's 6 s
+  // deadline; scheduling noise on a 2-core machine running other tests is tens of ms (CI saw
+  // 53 ms beside 33 ms idle). The bound tells the two apart without timing the noise; the
+  // latency itself is the benchmarks' to show.
+  EXPECT_LT(P99(busy), absl::Seconds(1));
   for (int i = 0; i < 50; ++i) {
     EXPECT_THAT(results[i].error_message(), HasSubstr(i % 2 == 0 ? "black-hole" : "slow")) << i;
   }

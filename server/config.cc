@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "client/read_file.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/ha/timings.h"
 #include "yaml-cpp/yaml.h"
 
 namespace informerd {
@@ -428,19 +429,9 @@ absl::Status ParseLeaderElection(const YAML::Node& n, absl::string_view origin,
   return absl::OkStatus();
 }
 
-// client-go's rules for the three durations (leaderelection.NewLeaderElector).
 absl::Status ValidateLeaderElection(const LeaderElectionConfig& le, absl::string_view origin) {
-  if (le.retry_period <= absl::ZeroDuration()) {
-    return Bad(origin, "leaderElection.retryPeriod", "must be positive");
-  }
-  if (le.lease_duration < absl::Seconds(1)) {
-    return Bad(origin, "leaderElection.leaseDuration", "must be at least 1s");
-  }
-  if (le.lease_duration <= le.renew_deadline) {
-    return Bad(origin, "leaderElection.leaseDuration", "must be greater than renewDeadline");
-  }
-  if (le.renew_deadline <= le.retry_period * 1.2) {
-    return Bad(origin, "leaderElection.renewDeadline", "must be greater than retryPeriod * 1.2");
+  if (auto e = ha::ElectionTimingsError(le.lease_duration, le.renew_deadline, le.retry_period)) {
+    return Bad(origin, absl::StrCat("leaderElection.", e->key), e->why);
   }
   if (!le.advertise_address.empty() && le.advertise_address.find(':') == std::string::npos) {
     return Bad(origin, "leaderElection.advertiseAddress",

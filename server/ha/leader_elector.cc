@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
 #include "client/api_error.h"
+#include "server/ha/timings.h"
 #include "server/service/names.h"
 #include "simdjson.h"
 #include "spdlog/spdlog.h"
@@ -49,13 +50,8 @@ absl::Status ValidateElectorOptions(const ElectorOptions& o) {
   }
   if (o.identity.empty()) return bad("identity", "must not be empty");
   if (o.identity.size() > 253) return bad("identity", "at most 253 characters");
-  if (o.retry_period <= absl::ZeroDuration()) return bad("retryPeriod", "must be positive");
-  if (o.lease_duration < absl::Seconds(1)) return bad("leaseDuration", "at least 1s");
-  if (o.lease_duration <= o.renew_deadline) {
-    return bad("leaseDuration", "must be greater than renewDeadline");
-  }
-  if (o.renew_deadline <= o.retry_period * 1.2) {
-    return bad("renewDeadline", "must be greater than retryPeriod * 1.2");
+  if (auto e = ElectionTimingsError(o.lease_duration, o.renew_deadline, o.retry_period)) {
+    return bad(e->key, e->why);
   }
   return absl::OkStatus();
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <limits>
 #include <random>
 #include <utility>
 
@@ -121,8 +122,9 @@ absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json) {
   simdjson::dom::element e;
   if (spec["leaseDurationSeconds"].get(e) == simdjson::SUCCESS) {
     int64_t v = 0;
-    if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0) {
-      return BadLease("spec.leaseDurationSeconds", "not a non-negative integer");
+    if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0 ||
+        v > std::numeric_limits<int32_t>::max()) {
+      return BadLease("spec.leaseDurationSeconds", "not an integer in [0, 2^31)");
     }
     r.lease_duration_seconds = v;
   }
@@ -130,6 +132,11 @@ absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json) {
     int64_t v = 0;
     if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0) {
       return BadLease("spec.leaseTransitions", "not a non-negative integer");
+    }
+    if (v > kMaxLeaseTransitions) {
+      return BadLease("spec.leaseTransitions",
+                      absl::StrCat(v, " terms: more than fencing tokens can number (",
+                                   kMaxLeaseTransitions, "); delete the Lease to start again"));
     }
     r.transitions = v;
   }
@@ -376,6 +383,10 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
     desired.transitions = current->transitions;
   } else {
     // A new term: another holder's (or nobody's) Lease, or ours from a term we lost.
+    if (current->transitions >= kMaxLeaseTransitions) {
+      return fail("acquiring", BadLease("spec.leaseTransitions",
+                                        "no term left for fencing tokens; delete the Lease"));
+    }
     desired.transitions = current->transitions + 1;
   }
   *sent = SteadyNow();

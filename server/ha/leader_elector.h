@@ -60,6 +60,10 @@ namespace informerd::ha {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
+// Terms whose epoch, (transitions + 1) << 40, fits in a uint64 token. A Lease that counts more
+// is refused (ParseLease names spec.leaseTransitions): delete it to start the count again.
+inline constexpr int64_t kMaxLeaseTransitions = (int64_t{1} << 24) - 2;
+
 // The Lease annotation with the holder's gRPC address.
 inline constexpr absl::string_view kLeaderAddressAnnotation = "informerd.io/leader-address";
 
@@ -111,7 +115,9 @@ struct LeaseRecord {
 // The Lease's JSON for `record` in namespace/name (resourceVersion included when not empty).
 std::string LeaseJson(absl::string_view lease_namespace, absl::string_view name,
                       const LeaseRecord& record);
-// Parses a Lease; INVALID_ARGUMENT naming the field (e.g. "spec.leaseTransitions").
+// Parses a Lease; INVALID_ARGUMENT naming the field (e.g. "spec.leaseTransitions"), also for
+// values out of range: leaseDurationSeconds beyond int32 (the API's type), leaseTransitions
+// beyond kMaxLeaseTransitions.
 absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json);
 
 struct ElectorCallbacks {

@@ -240,6 +240,23 @@ TEST(LeaseRecordTest, BadLeasesNameTheField) {
           .status()
           .message(),
       HasSubstr("spec.leaseDurationSeconds"));
+  // Out of the API's int32, or more terms than fencing tokens can number.
+  EXPECT_THAT(
+      ParseLease(
+          R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseDurationSeconds":9000000000000}})")
+          .status()
+          .message(),
+      HasSubstr("spec.leaseDurationSeconds"));
+  EXPECT_THAT(
+      ParseLease(absl::StrCat(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":)",
+                              kMaxLeaseTransitions + 1, "}}"))
+          .status()
+          .message(),
+      HasSubstr("spec.leaseTransitions"));
+  EXPECT_TRUE(
+      ParseLease(absl::StrCat(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":)",
+                              kMaxLeaseTransitions, "}}"))
+          .ok());
   // An empty Lease (no spec) is free.
   absl::StatusOr<LeaseRecord> empty = ParseLease(R"({"metadata":{"resourceVersion":"1"}})");
   ASSERT_TRUE(empty.ok());

@@ -16,10 +16,6 @@ namespace {
 
 constexpr absl::string_view kApiPath = "/apis/informerd.io/v1alpha1";
 
-}  // namespace
-
-namespace {
-
 // Proto JSON with lowerCamelCase names, as the config file has them. Our specs have no Any
 // fields, so printing cannot fail.
 std::string ProtoJson(const google::protobuf::Message& m) {
@@ -28,6 +24,15 @@ std::string ProtoJson(const google::protobuf::Message& m) {
   print.preserve_proto_field_names = false;
   (void)google::protobuf::util::MessageToJsonString(m, &out, print);
   return out;
+}
+
+// Parses proto JSON into *m, unknown fields refused; the library's message on error.
+std::string ParseProtoJson(absl::string_view json, google::protobuf::Message* m) {
+  google::protobuf::util::JsonParseOptions parse;
+  parse.ignore_unknown_fields = false;
+  auto s = google::protobuf::util::JsonStringToMessage(
+      google::protobuf::StringPiece(json.data(), json.size()), m, parse);
+  return s.ok() ? "" : std::string(s.message());
 }
 
 }  // namespace
@@ -71,14 +76,9 @@ std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpe
 absl::StatusOr<v1::QueueSpec> ParseStoredSpec(absl::string_view object_name,
                                               absl::string_view spec_json) {
   v1::QueueSpec spec;
-  google::protobuf::util::JsonParseOptions parse;
-  parse.ignore_unknown_fields = false;
-  auto s = google::protobuf::util::JsonStringToMessage(
-      google::protobuf::StringPiece(spec_json.data(), spec_json.size()), &spec, parse);
-  if (!s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("Queue ", object_name,
-                                                   ": spec: not an informerd.v1.QueueSpec: ",
-                                                   std::string(s.message())));
+  if (std::string why = ParseProtoJson(spec_json, &spec); !why.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Queue ", object_name, ": spec: not an informerd.v1.QueueSpec: ", why));
   }
   if (spec.name() != object_name) {
     return absl::InvalidArgumentError(absl::StrCat("Queue ", object_name, ": spec.name: \"",
@@ -101,13 +101,10 @@ absl::StatusOr<std::vector<v1::InformerSpec>> ParseStoredInformers(absl::string_
   for (simdjson::dom::element item : items) {
     const std::string text = simdjson::minify(item);
     v1::InformerSpec spec;
-    auto s = google::protobuf::util::JsonStringToMessage(
-        google::protobuf::StringPiece(text.data(), text.size()), &spec,
-        google::protobuf::util::JsonParseOptions());
-    if (!s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Queue ", object_name, ": annotation ", kInformersAnnotation, "[", i,
-                       "]: not an informerd.v1.InformerSpec: ", std::string(s.message())));
+    if (std::string why = ParseProtoJson(text, &spec); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("Queue ", object_name, ": annotation ",
+                                                     kInformersAnnotation, "[", i,
+                                                     "]: not an informerd.v1.InformerSpec: ", why));
     }
     out.push_back(std::move(spec));
     ++i;

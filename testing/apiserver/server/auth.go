@@ -222,9 +222,15 @@ func (s *Server) serveReview(w http.ResponseWriter, req *http.Request) bool {
 		return false
 	}
 	if req.Method != http.MethodPost {
-		writeError(w, errMethodNotAllowed(req.Method))
+		writeError(w, req, errMethodNotAllowed(req.Method))
 		return true
 	}
+	out, ok := negotiate(req.Header.Get("Accept"), restrictions{resource: true})
+	if !ok {
+		writeError(w, req, errNotAcceptable(msgNotAcceptable))
+		return true
+	}
+	out.as = "" // reviews are answered whole
 	if review == reviewTokenReviews {
 		s.stats.tokenReviews.Add(1)
 	} else {
@@ -237,27 +243,27 @@ func (s *Server) serveReview(w http.ResponseWriter, req *http.Request) bool {
 			return true
 		}
 	}
-	var out runtime.Object
+	var obj runtime.Object
 	var aerr *apiError
 	if review == reviewTokenReviews {
 		var tr *authenticationv1.TokenReview
 		tr, aerr = s.tokenReview(req)
-		out = tr
+		obj = tr
 	} else {
 		var sar *authorizationv1.SubjectAccessReview
 		sar, aerr = s.subjectAccessReview(req)
-		out = sar
+		obj = sar
 	}
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return true
 	}
-	body, aerr := s.reviewBody(req, out)
+	body, aerr := s.reviewBody(req, obj)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return true
 	}
-	s.writeObject(w, req, http.StatusCreated, body, fault)
+	s.respondJSONAs(w, req, out, obj.GetObjectKind().GroupVersionKind(), http.StatusCreated, body, fault)
 	return true
 }
 

@@ -584,6 +584,9 @@ func (s *Server) StartChurn(spec ChurnSpec) (*churn, error) {
 
 func (s *Server) runChurn(r *resourceStore, c *churn) {
 	defer close(c.done)
+	// Done means the events are ready to be served in every format asked
+	// for: a watcher replaying them does not wait for their encoding.
+	defer s.store.waitPreencoded(s.shutdown)
 	spec := c.spec
 	var deadline time.Time
 	if spec.DurationMs > 0 {

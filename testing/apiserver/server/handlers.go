@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/mergepatch"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 )
@@ -33,12 +34,17 @@ type request struct {
 	name        string
 	subresource string
 	verb        string
+	out         outputFormat // the negotiated response format
 }
 
 func (srv *Server) serveResource(w http.ResponseWriter, req *http.Request, group, version string, rest []string) {
 	rq, aerr := srv.parseResourcePath(req, group, version, rest)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
+		return
+	}
+	if rq.out, aerr = negotiateResource(req, rq.res, rq.verb); aerr != nil {
+		writeError(w, req, aerr)
 		return
 	}
 	fault := srv.faults.take(rq.res, rq.namespace, rq.verb, req.UserAgent())
@@ -52,10 +58,10 @@ func (srv *Server) serveResource(w http.ResponseWriter, req *http.Request, group
 	case "get":
 		o, aerr := srv.store.Get(rq.res, rq.namespace, rq.name)
 		if aerr != nil {
-			writeError(w, aerr)
+			writeError(w, req, aerr)
 			return
 		}
-		srv.writeObject(w, req, http.StatusOK, o.full, fault)
+		srv.respondObject(w, req, rq, http.StatusOK, o, fault)
 	case "list", "watch":
 		srv.serveListOrWatch(w, req, rq, fault)
 	case "create":
@@ -69,7 +75,7 @@ func (srv *Server) serveResource(w http.ResponseWriter, req *http.Request, group
 	case "deletecollection":
 		srv.serveDeleteCollection(w, req, rq, fault)
 	default:
-		writeError(w, errMethodNotAllowed(req.Method))
+		writeError(w, req, errMethodNotAllowed(req.Method))
 	}
 }
 
@@ -153,16 +159,16 @@ func (srv *Server) applyRequestFault(w http.ResponseWriter, req *http.Request, r
 			if rel, _, aerr := decodeContinue(c); aerr == nil {
 				e.Continue = encodeContinue(rel, -1)
 			}
-			writeError(w, e)
+			writeError(w, req, e)
 		} else {
-			writeError(w, errExpired(msgListTooOld))
+			writeError(w, req, errExpired(msgListTooOld))
 		}
 		return true
 	case FaultTooManyRequests:
-		writeError(w, errTooManyRequests(f.RetryAfterSeconds))
+		writeError(w, req, errTooManyRequests(f.RetryAfterSeconds))
 		return true
 	case FaultInternalError:
-		writeError(w, errInternal(faultMessage(f, "injected fault")))
+		writeError(w, req, errInternal(faultMessage(f, "injected fault")))
 		return true
 	case FaultStall:
 		srv.stall(req.Context(), f.duration())
@@ -173,10 +179,39 @@ func (srv *Server) applyRequestFault(w http.ResponseWriter, req *http.Request, r
 	return false
 }
 
-// writeObject writes a JSON response body, applying body faults.
-func (srv *Server) writeObject(w http.ResponseWriter, req *http.Request, code int, body []byte, f *FaultSpec) {
+func (srv *Server) respondObject(w http.ResponseWriter, req *http.Request, rq *request, code int, o *object, f *FaultSpec) {
+	body, err := rq.res.encodeObject(o, rq.out)
+	if err != nil {
+		writeError(w, req, errInternal(err.Error()))
+		return
+	}
+	srv.writeObject(w, req, code, rq.out.contentType(), body, f)
+}
+
+func (srv *Server) respondList(w http.ResponseWriter, req *http.Request, rq *request, res *listResult, f *FaultSpec) {
+	body, err := rq.res.encodeListAs(res, rq.out)
+	if err != nil {
+		writeError(w, req, errInternal(err.Error()))
+		return
+	}
+	srv.writeObject(w, req, http.StatusOK, rq.out.contentType(), body, f)
+}
+
+// respondJSONAs writes a typed object given as JSON (a Status, a review) in
+// the media type of out.
+func (srv *Server) respondJSONAs(w http.ResponseWriter, req *http.Request, out outputFormat, gvk schema.GroupVersionKind, code int, body []byte, f *FaultSpec) {
+	b, err := encodeJSONAs(gvk, body, out)
+	if err != nil {
+		writeError(w, req, errInternal(err.Error()))
+		return
+	}
+	srv.writeObject(w, req, code, out.contentType(), b, f)
+}
+
+// writeObject writes a response body, applying body faults.
+func (srv *Server) writeObject(w http.ResponseWriter, req *http.Request, code int, contentType string, body []byte, f *FaultSpec) {
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("Cache-Control", "no-cache, private")
 	if f != nil {
 		switch f.Type {
@@ -208,7 +243,7 @@ func (srv *Server) serveListOrWatch(w http.ResponseWriter, req *http.Request, rq
 	isWatch := rq.verb == "watch"
 	ls, fs, aerr := parseSelectors(d, q.Get("labelSelector"), q.Get("fieldSelector"))
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	if rq.name != "" { // watch of a single object by path
@@ -219,22 +254,22 @@ func (srv *Server) serveListOrWatch(w http.ResponseWriter, req *http.Request, rq
 	if v, ok := q["sendInitialEvents"]; ok && len(v) > 0 {
 		b, err := strconv.ParseBool(v[0])
 		if err != nil {
-			writeError(w, errBadRequest(fmt.Sprintf("sendInitialEvents: invalid value %q", v[0])))
+			writeError(w, req, errBadRequest(fmt.Sprintf("sendInitialEvents: invalid value %q", v[0])))
 			return
 		}
 		sie = &b
 	}
 	if causes := validateListOptions(isWatch, rv, rvMatch, cont, sie); len(causes) > 0 {
-		writeError(w, errListOptionsInvalid(causes...))
+		writeError(w, req, errListOptionsInvalid(causes...))
 		return
 	}
 	if isWatch {
-		wq := watchQuery{namespace: rq.namespace, rv: rv, sendInitialEvents: sie, label: ls, field: fs}
+		wq := watchQuery{namespace: rq.namespace, rv: rv, sendInitialEvents: sie, label: ls, field: fs, wire: wireOf(rq.out)}
 		wq.allowBookmarks = q.Get("allowWatchBookmarks") == "true" || q.Get("allowWatchBookmarks") == "1"
 		if t := q.Get("timeoutSeconds"); t != "" {
 			n, err := strconv.ParseInt(t, 10, 64)
 			if err != nil || n < 0 {
-				writeError(w, errBadRequest(fmt.Sprintf("timeoutSeconds: invalid value %q", t)))
+				writeError(w, req, errBadRequest(fmt.Sprintf("timeoutSeconds: invalid value %q", t)))
 				return
 			}
 			wq.timeout = time.Duration(n) * time.Second
@@ -246,7 +281,7 @@ func (srv *Server) serveListOrWatch(w http.ResponseWriter, req *http.Request, rq
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.ParseInt(l, 10, 64)
 		if err != nil {
-			writeError(w, errBadRequest(fmt.Sprintf("limit: invalid value %q", l)))
+			writeError(w, req, errBadRequest(fmt.Sprintf("limit: invalid value %q", l)))
 			return
 		}
 		limit = n
@@ -254,20 +289,32 @@ func (srv *Server) serveListOrWatch(w http.ResponseWriter, req *http.Request, rq
 	srv.stats.lists.Add(1)
 	res, aerr := srv.store.List(req.Context(), rq.res, listQuery{namespace: rq.namespace, rv: rv, rvMatch: rvMatch, limit: limit, cont: cont, label: ls, field: fs})
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
-	srv.writeObject(w, req, http.StatusOK, encodeList(rq.res, res), fault)
+	srv.respondList(w, req, rq, res, fault)
 }
 
 func encodeList(r *resourceStore, res *listResult) []byte {
+	return encodeListJSON(r.def.ListKind, r.def.GroupVersion(), res, func(buf *bytes.Buffer, _ int, o *object) {
+		if r.def.CustomResource {
+			buf.Write(o.full)
+		} else { // built-in list items carry no kind/apiVersion
+			buf.WriteByte('{')
+			buf.Write(o.full[o.bodyOff:])
+		}
+	})
+}
+
+// encodeListJSON writes a list with its list metadata; item writes item i.
+func encodeListJSON(kind, apiVersion string, res *listResult, item func(buf *bytes.Buffer, i int, o *object)) []byte {
 	size := 128
 	for _, o := range res.items {
 		size += len(o.full) + 1
 	}
 	var buf bytes.Buffer
 	buf.Grow(size)
-	fmt.Fprintf(&buf, `{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"%d"`, r.def.ListKind, r.def.GroupVersion(), res.rv)
+	fmt.Fprintf(&buf, `{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"%d"`, kind, apiVersion, res.rv)
 	if res.cont != "" {
 		fmt.Fprintf(&buf, `,"continue":%q`, res.cont)
 	}
@@ -279,12 +326,7 @@ func encodeList(r *resourceStore, res *listResult) []byte {
 		if i > 0 {
 			buf.WriteByte(',')
 		}
-		if r.def.CustomResource {
-			buf.Write(o.full)
-		} else { // built-in list items carry no kind/apiVersion
-			buf.WriteByte('{')
-			buf.Write(o.full[o.bodyOff:])
-		}
+		item(&buf, i, o)
 	}
 	buf.WriteString("]}")
 	return buf.Bytes()
@@ -435,29 +477,29 @@ func (srv *Server) writeOptsOf(req *http.Request, rq *request) writeOpts {
 func (srv *Server) serveCreate(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
 	data, aerr := decodeBody(req)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	o, aerr := srv.store.Create(rq.res, rq.namespace, data, srv.writeOptsOf(req, rq))
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
-	srv.writeObject(w, req, http.StatusCreated, o.full, f)
+	srv.respondObject(w, req, rq, http.StatusCreated, o, f)
 }
 
 func (srv *Server) serveUpdate(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
 	data, aerr := decodeBody(req)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	o, aerr := srv.store.Update(rq.res, rq.namespace, rq.name, data, srv.writeOptsOf(req, rq))
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
-	srv.writeObject(w, req, http.StatusOK, o.full, f)
+	srv.respondObject(w, req, rq, http.StatusOK, o, f)
 }
 
 // strategicSchemas are the typed structs strategic merge patch needs.
@@ -524,7 +566,7 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 	case "application/strategic-merge-patch+json":
 		schema := strategicSchema(d)
 		if schema == nil || d.CustomResource {
-			writeError(w, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"})
+			writeError(w, req, &apiError{Code: 415, Reason: "UnsupportedMediaType", Message: "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml"})
 			return
 		}
 		apply = func(orig, patch []byte) ([]byte, *apiError) {
@@ -541,16 +583,16 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 			return nil, &apiError{Code: 422, Reason: "Invalid", Message: err.Error()}
 		}
 	default:
-		writeError(w, errUnsupportedMediaType(mt))
+		writeError(w, req, errUnsupportedMediaType(mt))
 		return
 	}
 	patch, aerr := readBody(req)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	if !json.Valid(patch) { // checked before the object is looked up
-		writeError(w, errBadRequest("invalid JSON patch"))
+		writeError(w, req, errBadRequest("invalid JSON patch"))
 		return
 	}
 	st := srv.store
@@ -571,10 +613,10 @@ func (srv *Server) servePatch(w http.ResponseWriter, req *http.Request, rq *requ
 	}, srv.writeOptsOf(req, rq))
 	st.mu.Unlock()
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
-	srv.writeObject(w, req, http.StatusOK, o.full, f)
+	srv.respondObject(w, req, rq, http.StatusOK, o, f)
 }
 
 // jsonKind names the kind of a valid JSON value as encoding/json's
@@ -645,7 +687,7 @@ func statusSuccess(d *ResourceDef, o *object) []byte {
 func (srv *Server) serveDelete(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
 	opts, aerr := parseDeleteOptions(req)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	var pre deletePreconditions
@@ -658,22 +700,22 @@ func (srv *Server) serveDelete(w http.ResponseWriter, req *http.Request, rq *req
 	}
 	o, deleted, aerr := srv.store.Delete(rq.res, rq.namespace, rq.name, pre, wo)
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	d := &rq.res.def
 	if deleted && !(d.Group == "" && d.Resource == "namespaces") {
-		srv.writeObject(w, req, http.StatusOK, statusSuccess(d, o), f)
+		srv.respondJSONAs(w, req, rq.out, statusGVK, http.StatusOK, statusSuccess(d, o), f)
 		return
 	}
-	srv.writeObject(w, req, http.StatusOK, o.full, f)
+	srv.respondObject(w, req, rq, http.StatusOK, o, f)
 }
 
 func (srv *Server) serveDeleteCollection(w http.ResponseWriter, req *http.Request, rq *request, f *FaultSpec) {
 	q := req.URL.Query()
 	ls, fs, aerr := parseSelectors(&rq.res.def, q.Get("labelSelector"), q.Get("fieldSelector"))
 	if aerr != nil {
-		writeError(w, aerr)
+		writeError(w, req, aerr)
 		return
 	}
 	st := srv.store
@@ -690,14 +732,14 @@ func (srv *Server) serveDeleteCollection(w http.ResponseWriter, req *http.Reques
 	}
 	rv := st.rv
 	st.mu.Unlock()
-	srv.writeObject(w, req, http.StatusOK, encodeList(rq.res, &listResult{items: gone, rv: rv}), f)
+	srv.respondList(w, req, rq, &listResult{items: gone, rv: rv}, f)
 }
 
 // bufferedJSON writes v as an indented-free JSON response.
 func writeJSON(w http.ResponseWriter, code int, contentType string, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, errInternal(err.Error()))
+		writeError(w, nil, errInternal(err.Error()))
 		return
 	}
 	if contentType == "" {

@@ -33,6 +33,9 @@ type object struct {
 	// (nil when frameType is "").
 	frame     []byte
 	frameType eventType
+	// Other encodings, built on first use (respond.go): the protobuf
+	// message, and the object as a PartialObjectMetadata in protobuf and JSON.
+	pb, metaPB, metaJ atomic.Pointer[[]byte]
 }
 
 func metaOf(data map[string]any) map[string]any {

@@ -118,6 +118,7 @@ func New(opts Options) (*Server, error) {
 		conns:    map[net.Conn]struct{}{},
 		churns:   map[int]*churn{},
 	}
+	go s.store.runPreencoder(s.shutdown)
 	if opts.TooLargeRVWait > 0 {
 		s.store.tooLargeWait = opts.TooLargeRVWait
 	}
@@ -342,7 +343,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	if s.token != "" && !isExempt(path) && req.Header.Get("Authorization") != "Bearer "+s.token {
-		writeError(w, errUnauthorized())
+		writeError(w, req, errUnauthorized())
 		return
 	}
 	if s.serveReview(w, req) {
@@ -367,5 +368,5 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method == http.MethodGet && s.serveDiscovery(w, req, parts) {
 		return
 	}
-	writeError(w, errNoResource())
+	writeError(w, req, errNoResource())
 }

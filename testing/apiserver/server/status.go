@@ -67,15 +67,27 @@ func (e *apiError) body() []byte {
 	return b
 }
 
-func writeError(w http.ResponseWriter, e *apiError) {
+// writeError writes e's Status in the format the request accepts
+// (responsewriters.ErrorNegotiated: protobuf when Accept prefers it, JSON
+// when nothing else matches).
+func writeError(w http.ResponseWriter, req *http.Request, e *apiError) {
+	f := errorFormat(req)
+	body := e.body()
+	if f.media != mediaJSON {
+		if b, err := encodeJSONAs(statusGVK, body, f); err == nil {
+			body = b
+		} else {
+			f = outputFormat{media: mediaJSON}
+		}
+	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", f.contentType())
 	h.Set("Cache-Control", "no-cache, private")
 	if e.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(e.RetryAfter))
 	}
 	w.WriteHeader(e.Code)
-	_, _ = w.Write(e.body())
+	_, _ = w.Write(body)
 }
 
 func details(r *ResourceDef, name string) *statusDetails {

@@ -35,13 +35,20 @@ type Store struct {
 	// content of (GUARDED_BY(mu)): it checks once at the end whether the
 	// namespace can go, not after every deletion (each check sorts the keys).
 	emptying string
+	// preencode takes events to encode in the formats their resource's
+	// watchers asked for (respond.go), off the write path.
+	preencode chan preencodeJob
+	encoding  atomic.Int64  // events queued or being encoded
+	stopped   chan struct{} // closed when the server shuts down
 }
 
 // resourceStore is one resource's current state and its bounded event history.
 type resourceStore struct {
 	def        ResourceDef
-	typePrefix []byte       // `{"kind":"ConfigMap","apiVersion":"v1",`
-	sizeHint   atomic.Int64 // the largest frame built so far, to size buffers
+	protobuf   bool          // a built-in type with a protobuf encoding
+	wantWire   atomic.Uint32 // bit w: a watch in wireFormat w was served; new events are encoded in it ahead
+	typePrefix []byte        // `{"kind":"ConfigMap","apiVersion":"v1",`
+	sizeHint   atomic.Int64  // the largest frame built so far, to size buffers
 
 	// The fields below are GUARDED_BY(Store.mu).
 	objects map[string]*object
@@ -80,8 +87,8 @@ type event struct {
 	frame []byte
 
 	variantMu sync.Mutex
-	asAdded   []byte // GUARDED_BY(variantMu): frame for selector watchers the object entered
-	asDeleted []byte // GUARDED_BY(variantMu): frame for selector watchers the object left
+	asDeleted *object                  // GUARDED_BY(variantMu): the previous state at rv, for selector watchers the object left
+	frames    atomic.Pointer[frameSet] // frames in other formats and variants (respond.go), written under variantMu
 }
 
 func buildFrame(typ eventType, objJSON []byte) []byte {
@@ -143,6 +150,8 @@ func newStore(historyCap int, now func() time.Time) *Store {
 		now:          now,
 		anyChange:    make(chan struct{}),
 		tooLargeWait: 3 * time.Second,
+		preencode:    make(chan preencodeJob, 1<<16),
+		stopped:      make(chan struct{}),
 	}
 }
 
@@ -161,6 +170,7 @@ func (s *Store) Register(def ResourceDef) error {
 	}
 	r := &resourceStore{
 		def:        def,
+		protobuf:   hasProtobuf(&def),
 		typePrefix: []byte(fmt.Sprintf(`{"kind":%q,"apiVersion":%q,`, def.Kind, def.GroupVersion())),
 		objects:    map[string]*object{},
 		hist:       ring{buf: make([]*event, s.historyCap)},
@@ -240,6 +250,16 @@ func (s *Store) commitLocked(r *resourceStore, typ eventType, key string, stored
 	ev := &event{rv: sent.rv, typ: typ, obj: sent, prev: prev, frame: frame}
 	if r.hist.push(ev) != nil {
 		r.floor = r.hist.at(0).rv - 1
+	}
+	if r.wantWire.Load() != 0 {
+		// Blocks (under the lock) only when the encoder is 64k events
+		// behind: writers then go at its pace.
+		s.encoding.Add(1)
+		select {
+		case s.preencode <- preencodeJob{r, ev}:
+		case <-s.stopped:
+			s.encoding.Add(-1)
+		}
 	}
 	close(r.notify)
 	r.notify = make(chan struct{})

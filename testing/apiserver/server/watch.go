@@ -14,8 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 )
 
-// WATCH: newline-delimited JSON events over a chunked (HTTP/1.1) or streamed
-// (HTTP/2) response. Stored events carry a frame serialized once; watchers
+// WATCH: newline-delimited JSON events, or length-delimited protobuf
+// WatchEvents, over a chunked (HTTP/1.1) or streamed (HTTP/2) response.
+// Stored events carry their frame in each format serialized once; watchers
 // copy it to a 64 KiB buffer and flush when they have caught up.
 
 type watchQuery struct {
@@ -26,6 +27,7 @@ type watchQuery struct {
 	timeout           time.Duration
 	label             labels.Selector
 	field             fields.Selector
+	wire              wireFormat
 }
 
 // watchState is one open watch, reachable by the control endpoint.
@@ -115,23 +117,6 @@ func errorFrame(e *apiError) []byte {
 	return buildFrame(evError, e.body())
 }
 
-// variant returns the frame of ev as an ADDED (the object entered a selector)
-// or DELETED (it left it: previous content at the event's resourceVersion).
-func (ev *event) variant(r *resourceStore, typ eventType) []byte {
-	ev.variantMu.Lock()
-	defer ev.variantMu.Unlock()
-	if typ == evAdded {
-		if ev.asAdded == nil {
-			ev.asAdded = buildFrame(evAdded, ev.obj.full)
-		}
-		return ev.asAdded
-	}
-	if ev.asDeleted == nil {
-		ev.asDeleted = r.withRV(ev.prev, ev.rv, evDeleted).frame
-	}
-	return ev.asDeleted
-}
-
 func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resourceStore, q watchQuery, fault *FaultSpec) {
 	ctx := req.Context()
 	st := srv.store
@@ -145,18 +130,18 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 		switch fault.Type {
 		case FaultGone:
 			if fault.Mode == "status" {
-				writeError(w, errTooOldWatch(parseRVOrZero(q.rv), st.floorOf(r)))
+				writeError(w, req, errTooOldWatch(parseRVOrZero(q.rv), st.floorOf(r)))
 				return
 			}
 			if fault.AfterEvents <= 0 {
 				startErr = errTooOldWatch(parseRVOrZero(q.rv), st.floorOf(r))
 			}
 		case FaultTooManyRequests:
-			writeError(w, errTooManyRequests(fault.RetryAfterSeconds))
+			writeError(w, req, errTooManyRequests(fault.RetryAfterSeconds))
 			return
 		case FaultInternalError:
 			if fault.AfterEvents == 0 {
-				writeError(w, errInternal(faultMessage(fault, "injected fault")))
+				writeError(w, req, errInternal(faultMessage(fault, "injected fault")))
 				return
 			}
 		case FaultStall:
@@ -172,7 +157,7 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 	// of no reason (it is not a Status).
 	if q.rv != "" {
 		if _, err := strconv.ParseUint(q.rv, 10, 64); err != nil {
-			writeError(w, &apiError{Code: 500, Message: invalidRVMessage(q.rv, err)})
+			writeError(w, req, &apiError{Code: 500, Message: invalidRVMessage(q.rv, err)})
 			return
 		}
 	}
@@ -220,7 +205,13 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 	}
 
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	wf := q.wire
+	r.wantFrames(wf)
+	if wf.protobuf() {
+		h.Set("Content-Type", protobufContentType+";stream=watch")
+	} else {
+		h.Set("Content-Type", "application/json")
+	}
 	h.Set("Cache-Control", "no-cache, private")
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
@@ -237,7 +228,7 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 		return out.Flush() == nil
 	}
 	if startErr != nil {
-		_, _ = bw.Write(errorFrame(startErr))
+		_, _ = bw.Write(errorFrameAs(startErr, wf))
 		flush()
 		return
 	}
@@ -282,7 +273,7 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 	}
 
 	if fault != nil && isStreamFault(fault.Type) && fault.AfterEvents <= 0 {
-		srv.endStream(ctx, bw, flush, r, fault, nil)
+		srv.endStream(ctx, bw, flush, r, fault, wf, nil)
 		return
 	}
 
@@ -291,22 +282,34 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 		if match != nil && !match(o) {
 			continue
 		}
-		_, _ = bw.WriteString(`{"type":"ADDED","object":`)
-		_, _ = bw.Write(o.full)
-		if _, err := bw.WriteString("}\n"); err != nil {
-			return
+		if wf == wireJSON {
+			_, _ = bw.WriteString(`{"type":"ADDED","object":`)
+			_, _ = bw.Write(o.full)
+			if _, err := bw.WriteString("}\n"); err != nil {
+				return
+			}
+		} else {
+			frame, err := r.eventFrame(evAdded, o, wf)
+			if err != nil {
+				srv.encodeFailed(bw, flush, wf, err)
+				return
+			}
+			if _, err := bw.Write(frame); err != nil {
+				return
+			}
 		}
 		if !onEvent() {
-			srv.endStream(ctx, bw, flush, r, fault, nil)
+			srv.endStream(ctx, bw, flush, r, fault, wf, nil)
 			return
 		}
 	}
 	initial = nil
 	if sie && q.allowBookmarks {
-		_, _ = bw.Write(bookmarkFrame(r, initialEndRV, true))
+		_, _ = bw.Write(bookmarkFrameAs(r, initialEndRV, true, wf))
 	}
 
 	batch := make([]*event, 0, watchBatch)
+	var lastFrame []byte // the last event frame written, for truncation
 	for {
 		st.mu.RLock()
 		first := r.hist.firstSeq()
@@ -331,10 +334,10 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 			case <-notify:
 				continue
 			case <-bookmarkC:
-				_, _ = bw.Write(bookmarkFrame(r, curRV, false))
+				_, _ = bw.Write(bookmarkFrameAs(r, curRV, false, wf))
 			case <-ws.bookmarkNow:
 				if q.allowBookmarks {
-					_, _ = bw.Write(bookmarkFrame(r, curRV, false))
+					_, _ = bw.Write(bookmarkFrameAs(r, curRV, false, wf))
 				}
 			case <-deadline.C:
 				flush()
@@ -351,10 +354,10 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 		}
 		for _, ev := range batch {
 			nextSeq++
-			frame := ev.frame
 			if q.namespace != "" && ev.obj.namespace != q.namespace {
 				continue
 			}
+			variant := variantAsIs
 			if match != nil {
 				switch ev.typ {
 				case evModified:
@@ -362,9 +365,9 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 					switch {
 					case now && before:
 					case now:
-						frame = ev.variant(r, evAdded)
+						variant = variantAdded
 					case before:
-						frame = ev.variant(r, evDeleted)
+						variant = variantDeleted
 					default:
 						continue
 					}
@@ -374,11 +377,17 @@ func (srv *Server) serveWatch(w http.ResponseWriter, req *http.Request, r *resou
 					}
 				}
 			}
+			frame, err := ev.frameFor(r, wf, variant)
+			if err != nil {
+				srv.encodeFailed(bw, flush, wf, err)
+				return
+			}
+			lastFrame = frame
 			if _, err := bw.Write(frame); err != nil {
 				return
 			}
 			if !onEvent() {
-				srv.endStream(ctx, bw, flush, r, fault, ev)
+				srv.endStream(ctx, bw, flush, r, fault, wf, lastFrame)
 				return
 			}
 		}
@@ -421,27 +430,31 @@ func (st *Store) floorOf(r *resourceStore) uint64 {
 }
 
 // endStream ends a watch because of a stream fault (or a close request).
-// next is the event that would have come next, for truncation.
-func (srv *Server) endStream(ctx context.Context, bw *bufio.Writer, flush func() bool, r *resourceStore, fault *FaultSpec, last *event) {
+// last is the frame of the last event written (nil: none), for truncation.
+func (srv *Server) endStream(ctx context.Context, bw *bufio.Writer, flush func() bool, r *resourceStore, fault *FaultSpec, wf wireFormat, last []byte) {
 	if fault == nil {
 		flush()
 		return
 	}
 	switch fault.Type {
 	case FaultGone:
-		_, _ = bw.Write(errorFrame(errTooOldWatch(srv.store.floorOf(r)-1, srv.store.floorOf(r))))
+		_, _ = bw.Write(errorFrameAs(errTooOldWatch(srv.store.floorOf(r)-1, srv.store.floorOf(r)), wf))
 		flush()
 	case FaultInternalError:
-		_, _ = bw.Write(errorFrame(errInternal(faultMessage(fault, "injected fault"))))
+		_, _ = bw.Write(errorFrameAs(errInternal(faultMessage(fault, "injected fault")), wf))
 		flush()
 	case FaultGarbage:
-		_, _ = bw.WriteString("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\x00\xff\xfe garbage ]]}}\n")
+		if wf.protobuf() { // a frame whose WatchEvent does not decode
+			_, _ = bw.WriteString("\x00\x00\x00\x10\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x00\xfe gar")
+		} else {
+			_, _ = bw.WriteString("{\"type\":\"MODIFIED\",\"object\":{\"kind\":\x00\xff\xfe garbage ]]}}\n")
+		}
 		flush()
 		panic(http.ErrAbortHandler)
 	case FaultTruncate:
-		frame := []byte(`{"type":"MODIFIED","object":{"kind":"Truncated","apiVersion":"v1","metadata":{"name":"x"}}}`)
-		if last != nil {
-			frame = last.frame
+		frame := last
+		if frame == nil {
+			frame = bookmarkFrameAs(r, srv.store.CurrentRV(), false, wf)
 		}
 		_, _ = bw.Write(frame[:len(frame)/2])
 		flush()
@@ -452,6 +465,14 @@ func (srv *Server) endStream(ctx context.Context, bw *bufio.Writer, flush func()
 	default:
 		flush()
 	}
+}
+
+// encodeFailed ends a watch whose next event could not be encoded (a stored
+// object that does not fit its type's protobuf message) with an ERROR event.
+func (srv *Server) encodeFailed(bw *bufio.Writer, flush func() bool, wf wireFormat, err error) {
+	srv.logf("watch: encoding an event: %v", err)
+	_, _ = bw.Write(errorFrameAs(errInternal(err.Error()), wf))
+	flush()
 }
 
 // stall waits until the client leaves, d elapses (d > 0) or shutdown.

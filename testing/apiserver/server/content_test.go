@@ -201,7 +201,8 @@ func TestAcceptNegotiation(t *testing.T) {
 		{"/api/v1/namespaces/default/configmaps/a", pb + ", */*", 200, pb},
 		{"/api/v1/namespaces/default/configmaps/a", "application/json, " + pb, 200, js},
 		{"/api/v1/namespaces/default/configmaps/a", "application/json;q=0.5, " + pb, 200, pb},
-		{"/api/v1/namespaces/default/configmaps/a", "application/*", 200, js},
+		{"/api/v1/namespaces/default/configmaps/a", "application/*", 406, js}, // go-restful's exact match
+		{"/apis/example.com/v1/namespaces/default/widgets/w", "application/*", 200, js},
 		{"/api/v1/namespaces/default/configmaps/a", "application/yaml", 200, "application/yaml"},
 		{"/api/v1/namespaces/default/configmaps/a", "text/html", 406, js},
 		{"/api/v1/namespaces/default/configmaps/missing", pb, 404, pb},
@@ -245,7 +246,9 @@ func TestAcceptNegotiation(t *testing.T) {
 		{"/apis/example.com/v1/namespaces/default/widgets", pb + ";as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
 			"you requested PartialObjectMetadata, but the requested object is a list (*unstructured.UnstructuredList)"},
 		{"/api/v1/namespaces/default/configmaps/a", "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
-			"you requested PartialObjectMetadataList, but the requested object is not a list (*v1.ConfigMap)"},
+			"you requested PartialObjectMetadataList, but the requested object is not a list (*core.ConfigMap)"},
+		{"/api/v1/namespaces/default/configmaps", "text/html", "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml, " +
+			"application/vnd.kubernetes.protobuf, application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"},
 	} {
 		hdr := http.Header{"Accept": {tc.accept}}
 		if st := decodeStatus(t, c.doHeader("GET", tc.path, hdr)); st.Message != tc.msg {

@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/munnerz/goautoneg"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -151,8 +152,10 @@ func errConversionShape(as string, list bool, typ string) *apiError {
 	return errNotAcceptable(fmt.Sprintf("you requested %s, but the requested object is not a list (%s)", as, typ))
 }
 
-// goType is %T of the object the real server holds for r: the typed struct
-// of a built-in resource, or Unstructured for a custom one.
+// goType is %T of the object the real server holds for r: the internal
+// type of a built-in resource (package core for the legacy group, else the
+// group's first label: *core.ConfigMap, *apps.Deployment), Unstructured for
+// a custom one.
 func goType(r *resourceStore, list bool) string {
 	if !r.protobuf {
 		if list {
@@ -164,15 +167,54 @@ func goType(r *resourceStore, list bool) string {
 	if list {
 		k = r.def.ListKind
 	}
-	return "*" + r.def.Version + "." + k
+	pkg, _, _ := strings.Cut(r.def.Group, ".")
+	if pkg == "" {
+		pkg = "core"
+	}
+	return "*" + pkg + "." + k
+}
+
+// restfulAccepts is go-restful's route selection on Accept, which runs
+// before the handlers of built-in resources (custom resources are served
+// by another handler): some media type of the header, its parameters cut
+// off, must be one the route produces exactly, or */*.
+func restfulAccepts(header string) bool {
+	if header == "" {
+		return true
+	}
+	for _, part := range strings.Split(header, ",") {
+		mt, _, _ := strings.Cut(part, ";")
+		switch strings.Trim(mt, " ") {
+		case "*/*", "application/json", "application/yaml", protobufContentType:
+			return true
+		}
+	}
+	return false
+}
+
+// errRestfulNotAcceptable is go-restful's 406 as kube-apiserver's service
+// error handler wraps it (NewGenericServerResponse: the message kept, empty
+// details); lists and watches share a route that also produces the stream
+// types.
+func errRestfulNotAcceptable(verb string) *apiError {
+	available := "application/json, application/yaml, application/vnd.kubernetes.protobuf"
+	if verb == "list" || verb == "watch" {
+		available += ", application/json;stream=watch, application/vnd.kubernetes.protobuf;stream=watch"
+	}
+	return &apiError{Code: http.StatusNotAcceptable, Reason: "NotAcceptable",
+		Message: "406: Not Acceptable\n\nAvailable representations: " + available, Details: &statusDetails{}}
 }
 
 // negotiateResource negotiates a response of a resource endpoint: 406 when
 // nothing in Accept can be served (for a watch, first as an object response,
 // then as a stream, like the list handler and serveWatchHandler do).
 func negotiateResource(req *http.Request, r *resourceStore, verb string) (outputFormat, *apiError) {
+	accept := req.Header.Get("Accept")
+	if r.protobuf && !restfulAccepts(accept) {
+		return outputFormat{}, errRestfulNotAcceptable(verb)
+	}
 	rs := restrictions{resource: true, noProtobuf: !r.protobuf}
-	f, ok := negotiate(req.Header.Get("Accept"), rs)
+	f, ok := negotiate(accept, rs)
 	if !ok {
 		return f, errNotAcceptable(msgNotAcceptable)
 	}

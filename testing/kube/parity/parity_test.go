@@ -41,6 +41,8 @@ type target struct {
 	// and continue tokens (etcd compaction), and returns once that is
 	// visible through the API.
 	compact func(ctx context.Context, p *prober, rv string) error
+	// registerCRD makes the widgets custom resource (content_test.go) exist.
+	registerCRD func(ctx context.Context, c *rawClient) error
 }
 
 // startFake starts the fake API server in-process, over TLS like the real one.
@@ -59,6 +61,9 @@ func startFake(t *testing.T) *target {
 		// history when etcd compacts.
 		_, err := srv.InjectFault(server.FaultSpec{Type: server.FaultCompact, Mode: "etcd"})
 		return err
+	}, registerCRD: func(context.Context, *rawClient) error {
+		return srv.RegisterResource(server.ResourceDef{Group: crdGroup, Version: "v1", Resource: "widgets", Kind: "Widget",
+			ListKind: "WidgetList", Singular: "widget", Namespaced: true, CustomResource: true, Generation: server.GenerationNonMetadata})
 	}}
 }
 
@@ -70,7 +75,7 @@ const compactionInterval = 3 * time.Second
 func startReal(t *testing.T) *target {
 	s := kubetest.Start(t, "--", fmt.Sprintf("--etcd-compaction-interval=%v", compactionInterval))
 	cfg := kubetest.RESTConfig(t, s.Kubeconfig)
-	return &target{name: "real", cfg: cfg, compact: func(ctx context.Context, p *prober, rv string) error {
+	return &target{name: "real", cfg: cfg, registerCRD: createCRD, compact: func(ctx context.Context, p *prober, rv string) error {
 		// Wait until an exact list at rv is refused.
 		ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 		defer cancel()
@@ -135,21 +140,25 @@ func TestFakeAndRealAgree(t *testing.T) {
 		compareScenario(t, scenario(t), results["real"], results["fake"])
 	})
 
-	t.Run("probes", func(t *testing.T) {
-		facts := map[string][]fact{}
-		for _, tg := range targets {
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			began := time.Now()
-			fs, err := probe(ctx, tg)
-			cancel()
-			if err != nil {
-				t.Fatalf("%s: probes: %v", tg.name, err)
-			}
-			t.Logf("%s: %d probes took %v", tg.name, len(fs), time.Since(began).Round(time.Millisecond))
-			facts[tg.name] = fs
+	t.Run("content", func(t *testing.T) { runProbes(t, targets, "content probes", time.Minute, contentProbes) })
+	t.Run("probes", func(t *testing.T) { runProbes(t, targets, "probes", 3*time.Minute, probe) })
+}
+
+// runProbes runs a probe sequence on each server in turn and compares the facts.
+func runProbes(t *testing.T, targets []*target, what string, timeout time.Duration, run func(context.Context, *target) ([]fact, error)) {
+	facts := map[string][]fact{}
+	for _, tg := range targets {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		began := time.Now()
+		fs, err := run(ctx, tg)
+		cancel()
+		if err != nil {
+			t.Fatalf("%s: %s: %v", tg.name, what, err)
 		}
-		compareFacts(t, facts["real"], facts["fake"])
-	})
+		t.Logf("%s: %d %s took %v", tg.name, len(fs), what, time.Since(began).Round(time.Millisecond))
+		facts[tg.name] = fs
+	}
+	compareFacts(t, facts["real"], facts["fake"])
 }
 
 // compareScenario checks that both runs made the same changes, reached the

@@ -7,6 +7,22 @@
 // --transform strip installs the usual managedFields-stripping transform; --streaming sets the
 // WatchListClient feature gate (streaming lists) through KUBE_FEATURE_WatchListClient, which must
 // be set before client-go reads it, so this program re-executes itself with it when needed.
+//
+// The informer is built through kubernetes.NewForConfig on client-go's defaults: its typed
+// clients ask for protobuf for built-in types (Accept: application/vnd.kubernetes.protobuf,
+// application/json; rest.Request.UseProtobufAsDefault, since client-go v0.37 the default of every
+// typed client when the rest.Config sets neither ContentType nor AcceptContentTypes).
+// --content-type=json sets ContentType application/json (Accept: application/json, */*) for the
+// JSON rows. --metadata runs a metadata informer instead (k8s.io/client-go/metadata +
+// metadatainformer: PartialObjectMetadata, asked for as
+// application/vnd.kubernetes.protobuf;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1 with a JSON
+// fallback). The output's response_content_types counts the Content-Types of the answers the
+// informer got, so a run shows what it was served.
+//
+// Memory: --gomemlimit sets the Go runtime's soft memory limit (debug.SetMemoryLimit; the
+// GOMEMLIMIT environment variable works as well, and is what the output's gomemlimit reports when
+// the flag is not given). base_rss_kib is the RSS before the informer starts (after a GC), to be
+// subtracted from the other RSS figures or shown next to them.
 package main
 
 import (
@@ -15,6 +31,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,16 +39,53 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
+
+// contentTypes counts the Content-Types of the API's answers.
+type contentTypes struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *contentTypes) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		resp, err := rt.RoundTrip(req)
+		if err == nil {
+			c.mu.Lock()
+			c.counts[resp.Header.Get("Content-Type")]++
+			c.mu.Unlock()
+		}
+		return resp, err
+	})
+}
+
+func (c *contentTypes) snapshot() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make(map[string]int, len(c.counts))
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // statusKiB reads a field of /proc/self/status ("VmRSS:", "VmHWM:") in KiB.
 func statusKiB(field string) int64 {
@@ -128,6 +182,64 @@ func fail(format string, args ...interface{}) {
 	os.Exit(1)
 }
 
+// parseMemLimit reads a limit as GOMEMLIMIT spells it: bytes, or a number with B, KiB, MiB, GiB
+// or TiB.
+func parseMemLimit(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+	shift := uint(0)
+	for _, u := range units {
+		if strings.HasSuffix(s, u.suffix) {
+			s, shift = strings.TrimSuffix(s, u.suffix), u.shift
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64>>shift {
+		return 0, fmt.Errorf("%q is not a size like 512MiB", s)
+	}
+	return n << shift, nil
+}
+
+// newInformer builds the informer: typed (kubernetes.NewForConfig and the shared informer
+// factory) or metadata-only (metadata.NewForConfig and the metadata informer factory). start
+// starts its factory.
+func newInformer(config *rest.Config, resource, namespace string, strip, metadataOnly bool) (cache.SharedIndexInformer, func(stop <-chan struct{})) {
+	if metadataOnly {
+		client, err := metadata.NewForConfig(config)
+		if err != nil {
+			fail("metadata client: %v", err)
+		}
+		var tweak metadatainformer.TweakListOptionsFunc
+		factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, namespace, tweak)
+		informer := factory.ForResource(schema.GroupVersionResource{Version: "v1", Resource: resource}).Informer()
+		if strip {
+			if err := informer.SetTransform(stripManagedFields); err != nil {
+				fail("transform: %v", err)
+			}
+		}
+		return informer, factory.Start
+	}
+	clientset, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		fail("clientset: %v", err)
+	}
+	opts := []informers.SharedInformerOption{informers.WithNamespace(namespace)}
+	if strip {
+		opts = append(opts, informers.WithTransform(stripManagedFields))
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, opts...)
+	var informer cache.SharedIndexInformer
+	if resource == "pods" {
+		informer = factory.Core().V1().Pods().Informer()
+	} else {
+		informer = factory.Core().V1().ConfigMaps().Informer()
+	}
+	return informer, factory.Start
+}
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the fake server")
 	resource := flag.String("resource", "configmaps", "configmaps or pods")
@@ -137,7 +249,23 @@ func main() {
 	streaming := flag.Bool("streaming", true, "WatchListClient (streaming list)")
 	events := flag.Int("events", 100000, "ingest: updates to replay")
 	holdMs := flag.Int("hold_ms", 15000, "ingest: how long the watch is held while updates are made")
+	contentType := flag.String("content-type", "protobuf", "protobuf (client-go's default for built-in types: the rest.Config is left as it is) or json")
+	metadataOnly := flag.Bool("metadata", false, "a metadata informer (PartialObjectMetadata, protobuf) instead of a typed one")
+	memLimit := flag.String("gomemlimit", "", "the Go runtime's soft memory limit (e.g. 512MiB); default: GOMEMLIMIT or none")
 	flag.Parse()
+	if *contentType != "protobuf" && *contentType != "json" {
+		fail("--content-type must be protobuf or json")
+	}
+	if *metadataOnly && *contentType != "protobuf" {
+		fail("--metadata asks for protobuf PartialObjectMetadata (with a JSON fallback) whatever --content-type says: leave it at protobuf")
+	}
+	if *memLimit != "" {
+		n, err := parseMemLimit(*memLimit)
+		if err != nil {
+			fail("--gomemlimit: %v", err)
+		}
+		debug.SetMemoryLimit(n)
+	}
 
 	gate := strconv.FormatBool(*streaming)
 	if os.Getenv("KUBE_FEATURE_WatchListClient") != gate {
@@ -161,32 +289,26 @@ func main() {
 	userAgent := "client-go-bench-" + *mode
 	config.UserAgent = userAgent
 	config.QPS, config.Burst = 1000, 1000
-	clientset := kubernetes.NewForConfigOrDie(config)
-
-	rssBefore := statusKiB("VmRSS:")
-	cpu0 := cpuSeconds()
-	t0 := time.Now()
-	opts := []informers.SharedInformerOption{informers.WithNamespace(*namespace)}
-	if *transform == "strip" {
-		opts = append(opts, informers.WithTransform(stripManagedFields))
+	if *contentType == "json" {
+		config.ContentType = "application/json"
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(clientset, 0, opts...)
-	var informer cache.SharedIndexInformer
-	switch *resource {
-	case "configmaps":
-		informer = factory.Core().V1().ConfigMaps().Informer()
-	case "pods":
-		informer = factory.Core().V1().Pods().Informer()
-	default:
+	served := &contentTypes{counts: map[string]int{}}
+	config.Wrap(served.wrap)
+	if *resource != "configmaps" && *resource != "pods" {
 		fail("unknown resource %q", *resource)
 	}
+
+	rssBefore := steadyRSSKiB()
+	cpu0 := cpuSeconds()
+	t0 := time.Now()
+	informer, start := newInformer(config, *resource, *namespace, *transform == "strip", *metadataOnly)
 	c := &counter{}
 	registration, err := informer.AddEventHandler(c.handlers())
 	if err != nil {
 		fail("handler: %v", err)
 	}
 	stop := make(chan struct{})
-	factory.Start(stop)
+	start(stop)
 	if !cache.WaitForCacheSync(stop, informer.HasSynced, registration.HasSynced) {
 		fail("not synced")
 	}
@@ -199,7 +321,8 @@ func main() {
 
 	out := map[string]interface{}{
 		"side": "client-go", "mode": *mode, "resource": *resource, "transform": *transform,
-		"streaming": *streaming, "objects": objects, "sync_seconds": syncSeconds,
+		"streaming": *streaming, "content_type": *contentType, "metadata": *metadataOnly,
+		"gomemlimit": debug.SetMemoryLimit(-1), "objects": objects, "sync_seconds": syncSeconds,
 		"sync_cpu_seconds": syncCPU, "peak_rss_kib": peak, "steady_rss_kib": steady,
 		"base_rss_kib": rssBefore,
 	}
@@ -279,6 +402,7 @@ func main() {
 		out["relist_peak_over_steady"] = float64(relistPeak) / float64(steady)
 	}
 	close(stop)
+	out["response_content_types"] = served.snapshot()
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
 }

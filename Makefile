@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run example test test-cc test-sanitizers test-smoke test-go test-proto test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -21,7 +21,7 @@ run: bootstrap
 example: bootstrap
 	@tools/run_example
 
-test: bootstrap test-cc test-sanitizers test-go test-fuzz test-smoke test-proto test-python test-rust
+test: bootstrap test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-proto test-python test-rust
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -30,6 +30,11 @@ test-cc:
 test-sanitizers:
 	$(BAZEL) test --config=asan $(SANITIZED_TARGETS)
 	$(BAZEL) test --config=tsan $(SANITIZED_TARGETS)
+
+# The lock contracts (ABSL_GUARDED_BY and friends) checked by clang -Wthread-safety -Werror
+# over every C++ source (Bazel's toolchain is gcc, which ignores them).
+test-thread-safety:
+	tools/check_thread_safety
 
 # The daemon as users meet it: grpcurl through reflection against informerd + the fake API server.
 test-smoke:

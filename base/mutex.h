@@ -56,9 +56,10 @@ class ABSL_LOCKABLE Mutex {
   void AssertHeld() const ABSL_ASSERT_EXCLUSIVE_LOCK() {}
 
   // Releases the mutex until `pred()` is true, then returns with it held again.
-  // REQUIRES: the mutex is held.
+  // REQUIRES: the mutex is held. `pred` runs with it held: a lambda that reads guarded state says
+  // so with ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu), which the analysis cannot match to `this` here.
   template <typename Pred>
-  void Await(const Pred& pred) {
+  void Await(const Pred& pred) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (pred()) return;
     // Our caller may have changed guarded state: like any unlock, this release lets the other
     // waiters re-check.
@@ -75,7 +76,8 @@ class ABSL_LOCKABLE Mutex {
   // As Await, but gives up at `deadline`; returns whether `pred()` held.
   // REQUIRES: the mutex is held.
   template <typename Pred>
-  bool AwaitWithDeadline(const Pred& pred, absl::Time deadline) {
+  bool AwaitWithDeadline(const Pred& pred, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
     if (pred()) return true;
     if (waiters_ > 0) cv_.notify_all();
     std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);

@@ -131,7 +131,10 @@ int Run(std::map<std::string, std::string> flags) {
   const bool strip = !flags.count("transform") || flags["transform"] != "none";
   const bool streaming = !flags.count("streaming") || flags["streaming"] != "0";
   int64_t events = 100000;
-  if (flags.count("events")) absl::SimpleAtoi(flags["events"], &events);
+  if (flags.count("events") && !absl::SimpleAtoi(flags["events"], &events)) {
+    std::fprintf(stderr, "--events: not an integer: %s\n", flags["events"].c_str());
+    return 2;
+  }
 
   absl::StatusOr<client::RestConfig> config = client::LoadKubeconfig({.paths = {flags["kubeconfig"]}});
   if (!config.ok()) {
@@ -191,7 +194,7 @@ int Run(std::map<std::string, std::string> flags) {
       if (at == std::string::npos) continue;
       int64_t v = 0;
       const size_t begin = at + field.size();
-      absl::SimpleAtoi(stats.substr(begin, stats.find_first_of(",}", begin) - begin), &v);
+      if (!absl::SimpleAtoi(stats.substr(begin, stats.find_first_of(",}", begin) - begin), &v)) continue;
       (field == "\"lists\":" ? lists : watch_lists) = v;
     }
     return lists + watch_lists;

@@ -293,20 +293,22 @@ TEST_F(ClientTest, ListHonoursResourceVersionMatch) {
 
 TEST_F(ClientTest, BlockingCallsFromAWatchCallbackFailInsteadOfDeadlocking) {
   const std::string ns = Namespace(1);
-  Mutex mu;
-  absl::Status inner ABSL_GUARDED_BY(mu) = absl::OkStatus();
-  bool called ABSL_GUARDED_BY(mu) = false;
+  struct {
+    Mutex mu;
+    absl::Status inner ABSL_GUARDED_BY(mu) = absl::OkStatus();
+    bool called ABSL_GUARDED_BY(mu) = false;
+  } seen;
   auto watch = client_->Watch(kConfigMaps, {.namespace_name = ns},
                               {.on_events = [&](std::vector<WatchEvent>&) {
                                  absl::Status s = client_->Get(kConfigMaps, ns, "x").status();
-                                 MutexLock l(&mu);
-                                 inner = s;
-                                 called = true;
+                                 MutexLock l(&seen.mu);
+                                 seen.inner = s;
+                                 seen.called = true;
                                }});
   ASSERT_TRUE(watch.ok());
-  MutexLock l(&mu);
-  mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return called; });
-  EXPECT_TRUE(absl::IsFailedPrecondition(inner)) << inner;
+  MutexLock l(&seen.mu);
+  seen.mu.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(seen.mu) { return seen.called; });
+  EXPECT_TRUE(absl::IsFailedPrecondition(seen.inner)) << seen.inner;
 }
 
 TEST_F(ClientTest, ListFiltersBySelectors) {

@@ -123,7 +123,7 @@ void DeltaFIFO::Replace(std::vector<ObjectPtr> list, std::string resource_versio
     }
     // Deletions among known objects with nothing queued.
     if (known_objects_ != nullptr) {
-      known_objects_->ForEach([&](const ObjectPtr& object) {
+      known_objects_->ForEach([&](const ObjectPtr& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const absl::string_view key = object->key();
         if (keys.contains(key) || items_.contains(key)) return;
         ++queued_deletions;
@@ -143,7 +143,7 @@ void DeltaFIFO::Resync() {
   MutexLock process_lock(&process_mu_);
   MutexLock lock(&mu_);
   if (known_objects_ == nullptr) return;
-  known_objects_->ForEach([&](const ObjectPtr& object) {
+  known_objects_->ForEach([&](const ObjectPtr& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     // A key with anything queued is skipped: its queued change is newer than the cache, and a
     // Sync after a queued Deleted would recreate the object.
     if (items_.contains(object->key())) return;

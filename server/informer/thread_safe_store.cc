@@ -133,10 +133,10 @@ void ThreadSafeStore::ReindexOneLocked(IndexData& index, SlotId id,
   old_values_.Clear();
   new_values_.Clear();
   if (old_object != nullptr) {
-    index.function->Values(*old_object, [&](absl::string_view v) { old_values_.Add(v); });
+    index.function->Values(*old_object, [&](absl::string_view v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { old_values_.Add(v); });
   }
   if (new_object != nullptr) {
-    index.function->Values(*new_object, [&](absl::string_view v) { new_values_.Add(v); });
+    index.function->Values(*new_object, [&](absl::string_view v) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { new_values_.Add(v); });
   }
   for (size_t i = 0; i < old_values_.size(); ++i) {
     const std::string& value = old_values_[i];

@@ -55,6 +55,7 @@ void Worker::Detach() {
 }
 
 std::shared_ptr<LeaseSink> Worker::TakeSinkToCloseLocked() {
+  table_->mu_.AssertHeld();
   if ((table_->stopping_ || draining_) && attached_ && held_.empty() && !close_sent_) {
     close_sent_ = true;
     return sink_;
@@ -200,6 +201,7 @@ void Worker::GiveBack(const std::vector<Lease>& leases) {
 }
 
 std::shared_ptr<LeaseSink> Worker::GiveBackLocked(const std::vector<Lease>& leases) {
+  table_->mu_.AssertHeld();
   for (const Lease& l : leases) {
     auto it = held_.find(l.key);
     if (it == held_.end() || it->second.lease.token != l.token) continue;

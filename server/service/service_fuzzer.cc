@@ -75,10 +75,13 @@ class Watchdog {
   void Run() {
     MutexLock lock(&mu_);
     while (true) {
-      mu_.Await([&] { return deadline_ != absl::InfiniteFuture(); });
+      mu_.Await([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return deadline_ != absl::InfiniteFuture(); });
       const uint64_t input = input_;
       if (!mu_.AwaitWithDeadline(
-              [&] { return input_ != input || deadline_ == absl::InfiniteFuture(); }, deadline_)) {
+              [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+                return input_ != input || deadline_ == absl::InfiniteFuture();
+              },
+              deadline_)) {
         std::fprintf(stderr, "service_fuzzer: an input ran longer than %s (a hang)\n",
                      absl::FormatDuration(kInputDeadline).c_str());
         std::abort();

@@ -64,7 +64,7 @@ Queue::~Queue() {
 Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
   // One hash and one probe whether the key is live or new.
   const HashedKey hashed{key, Hash32(key)};
-  auto it = index_.lazy_emplace(hashed, [&](const auto& construct) {
+  auto it = index_.lazy_emplace(hashed, [&](const auto& construct) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     SlotId id;
     if (free_head_ != kNoSlot) {
       id = free_head_;

@@ -238,8 +238,7 @@ absl::Status Transport::Init() {
   curl_multi_setopt(multi, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
   curl_multi_setopt(multi, CURLMOPT_MAX_CONCURRENT_STREAMS,
                     static_cast<long>(options_.max_streams_per_connection));
-  bucket_time_ = clock_->Now();
-  tokens_ = std::max(1, options_.burst);
+  if (options_.qps > 0) bucket_.emplace(options_.qps, std::max(1, options_.burst), clock_->Now());
   pending_timer_ = clock_->CreateTimer([this] {
     {
       MutexLock lock(&mu_);
@@ -319,22 +318,18 @@ void Transport::Delivered() {
 }
 
 void Transport::Admit(Call* call) {
-  if (options_.qps <= 0) {
+  if (!bucket_.has_value()) {
     Dispatch(call);
     return;
   }
-  // Token bucket with reservations (golang.org/x/time/rate's Reserve): take a token now, and
-  // if the bucket is in debt wait until it is paid back.
+  // Take a token now; if the bucket is in debt, wait until it is paid back.
   const absl::Time now = clock_->Now();
-  tokens_ = std::min<double>(std::max(1, options_.burst),
-                             tokens_ + absl::ToDoubleSeconds(now - bucket_time_) * options_.qps);
-  bucket_time_ = now;
-  tokens_ -= 1;
-  if (tokens_ >= 0) {
+  const absl::Duration wait = bucket_->Reserve(now);
+  if (wait <= absl::ZeroDuration()) {
     Dispatch(call);
     return;
   }
-  const absl::Time start = now + absl::Seconds(-tokens_ / options_.qps);
+  const absl::Time start = now + wait;
   call->pending = true;
   pending_.emplace(start, call->id);
   pending_timer_->ArmAt(pending_.begin()->first);

@@ -38,6 +38,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -51,6 +52,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/mutex.h"
+#include "base/token_bucket.h"
 #include "client/rest_config.h"
 
 namespace informerd::client {
@@ -186,9 +188,8 @@ class Transport {
   uint64_t opener_ = 0;        // request whose transfer opens a connection now, or 0
   std::deque<uint64_t> held_;
   bool opener_settled_ = false;  // set inside curl callbacks, acted on after them
-  // Token bucket: tokens_ available at bucket_time_ (negative: reserved ahead).
-  double tokens_ = 0;
-  absl::Time bucket_time_;
+  // Admission (qps > 0 only), set by Start.
+  std::optional<TokenBucket> bucket_;
 };
 
 }  // namespace informerd::client

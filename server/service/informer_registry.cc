@@ -17,7 +17,7 @@
 #include "server/informer/field_selector.h"
 #include "server/informer/index.h"
 #include "server/informer/label_selector.h"
-#include "server/informer/shared_informer_factory.h"
+#include "server/informer/informer_key.h"
 #include "server/informer/transform.h"
 #include "server/service/names.h"
 #include "server/service/status.h"

@@ -103,22 +103,12 @@ absl::StatusOr<std::unique_ptr<BucketRateLimiter>> BucketRateLimiter::Create(dou
 }
 
 BucketRateLimiter::BucketRateLimiter(double qps, int64_t burst, Clock* clock)
-    : qps_(qps),
-      burst_(static_cast<double>(burst)),
-      clock_(clock),
-      tokens_(static_cast<double>(burst)),
-      last_(clock->Now()) {}
+    : clock_(clock), bucket_(qps, static_cast<double>(burst), clock->Now()) {}
 
 absl::Duration BucketRateLimiter::When(absl::string_view) {
-  absl::Time now = clock_->Now();
+  const absl::Time now = clock_->Now();
   MutexLock lock(&mu_);
-  if (now > last_) {
-    tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
-    last_ = now;
-  }
-  tokens_ -= 1;
-  if (tokens_ >= 0) return absl::ZeroDuration();
-  return absl::Seconds(-tokens_ / qps_);
+  return bucket_.Reserve(now);
 }
 
 // ---- MaxOfRateLimiter ----

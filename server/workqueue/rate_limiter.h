@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "base/clock.h"
 #include "base/mutex.h"
+#include "base/token_bucket.h"
 
 namespace informerd::workqueue {
 
@@ -129,12 +130,9 @@ class BucketRateLimiter final : public RateLimiter {
 
  private:
   BucketRateLimiter(double qps, int64_t burst, Clock* clock);
-  const double qps_;
-  const double burst_;
   Clock* const clock_;
   Mutex mu_;
-  double tokens_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_ ABSL_GUARDED_BY(mu_);
+  TokenBucket bucket_ ABSL_GUARDED_BY(mu_);
 };
 
 class MaxOfRateLimiter final : public RateLimiter {

@@ -1,5 +1,6 @@
-// Decoding of recorded watch streams: informerd's WatchDecoder against the floor (a bare simdjson
-// DOM parse of every event line, nothing else). tools/bench_watch runs the same bytes through
+// Decoding of recorded watch streams: informerd's WatchDecoder against the floor of the same work
+// (bench/metadata_floor.h: an On-Demand scan of each event for its type and the object's identity,
+// and a copy of the object's bytes), and, for reference, simdjson's full DOM parse of each line. tools/bench_watch runs the same bytes through
 // client-go's watch decoder (bench/baseline/cmd/watch-baseline).
 //
 // The streams are generated here, deterministically: ConfigMaps (one data payload) and realistic
@@ -18,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
+#include "bench/metadata_floor.h"
 #include "client/watch_decoder.h"
 #include "simdjson.h"
 
@@ -175,16 +177,44 @@ void BM_Decode(benchmark::State& state, const std::string& kind) {
   state.counters["event_bytes"] = static_cast<double>(stream.size()) / CountLines(stream);
 }
 
-// The floor: simdjson's DOM parse of each event line, in place, lines found beforehand.
-void BM_Floor(benchmark::State& state, const std::string& kind) {
-  const std::string& stream = Stream(kind, state.range(0));
-  simdjson::padded_string padded(stream);
+std::vector<std::pair<size_t, size_t>> Lines(const std::string& stream) {
   std::vector<std::pair<size_t, size_t>> lines;
   for (size_t at = 0; at < stream.size();) {
     size_t nl = stream.find('\n', at);
     lines.emplace_back(at, nl - at);
     at = nl + 1;
   }
+  return lines;
+}
+
+// The floor: the metadata scan and the copy of the object of each event line, in place, lines
+// found beforehand (the decoder finds them itself).
+void BM_Floor(benchmark::State& state, const std::string& kind) {
+  const std::string& stream = Stream(kind, state.range(0));
+  simdjson::padded_string padded(stream);
+  const std::vector<std::pair<size_t, size_t>> lines = Lines(stream);
+  bench::MetadataFloor floor;
+  size_t decoded = 0;
+  for (auto _ : state) {
+    for (const auto& [at, len] : lines) {
+      if (!floor.Decode(padded.data() + at, len)) {
+        state.SkipWithError("not a watch event");
+        return;
+      }
+      benchmark::DoNotOptimize(floor.object_json().data());
+    }
+    decoded += lines.size();
+  }
+  state.SetItemsProcessed(decoded);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * stream.size()));
+}
+
+// For reference (not a floor: it does more than informerd, which reads metadata only): simdjson's
+// full DOM parse of each event line.
+void BM_DomParse(benchmark::State& state, const std::string& kind) {
+  const std::string& stream = Stream(kind, state.range(0));
+  simdjson::padded_string padded(stream);
+  const std::vector<std::pair<size_t, size_t>> lines = Lines(stream);
   simdjson::dom::parser parser;
   size_t parsed = 0;
   for (auto _ : state) {
@@ -206,6 +236,8 @@ BENCHMARK_CAPTURE(BM_Decode, configmap, std::string("configmap"))->Arg(1024)->Ar
 BENCHMARK_CAPTURE(BM_Decode, pod, std::string("pod"))->Arg(1024)->Arg(10240)->Arg(102400);
 BENCHMARK_CAPTURE(BM_Floor, configmap, std::string("configmap"))->Arg(1024)->Arg(10240)->Arg(102400);
 BENCHMARK_CAPTURE(BM_Floor, pod, std::string("pod"))->Arg(1024)->Arg(10240)->Arg(102400);
+BENCHMARK_CAPTURE(BM_DomParse, configmap, std::string("configmap"))->Arg(1024)->Arg(10240)->Arg(102400);
+BENCHMARK_CAPTURE(BM_DomParse, pod, std::string("pod"))->Arg(1024)->Arg(10240)->Arg(102400);
 
 int WriteStreams(const std::string& dir) {
   for (const char* kind : {"configmap", "pod"}) {

@@ -70,6 +70,10 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
   {
     MutexLock lock(&table_->mu_);
     workqueue::RateLimitingQueue& q = *table_->queue_;
+    // One load of the limiter for the batch (it is swapped only when the spec changes).
+    const std::shared_ptr<workqueue::RateLimiter> limiter = q.rate_limiter();
+    std::vector<workqueue::HandOut>& ending = table_->ending_;
+    ending.clear();
     for (int i = 0; i < outcomes.outcomes_size(); ++i) {
       const v1::Outcome& o = outcomes.outcomes(i);
       if (!attached_) {
@@ -84,10 +88,10 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
         continue;
       }
       Held& held = it->second;
-      if (held.lease.token != o.token()) {
+      if (held.token != o.token()) {
         Refuse(&refusals, o.key(), o.token(), v1::STALE_TOKEN,
                absl::StrCat("stale token ", o.token(), " for key ", Quoted(o.key()),
-                            ": this stream holds it with token ", held.lease.token));
+                            ": this stream holds it with token ", held.token));
         continue;
       }
       if (held.expired) {
@@ -109,7 +113,7 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
       }
       switch (o.result()) {
         case v1::Outcome::SUCCESS:
-          q.Forget(o.key());
+          limiter->Forget(o.key());
           break;
         case v1::Outcome::RETRY:
           // Refused only after shutdown, when the key is dropped like any other.
@@ -121,7 +125,7 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
           }
           break;
         case v1::Outcome::FORGET_AND_REQUEUE_AFTER:
-          q.Forget(o.key());
+          limiter->Forget(o.key());
           q.AddAfter(o.key(), absl::Milliseconds(o.requeue_after_ms())).IgnoreError();
           break;
         case v1::Outcome::DONE:
@@ -134,9 +138,10 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
           continue;
       }
       if (!o.error().empty()) failures.push_back(&o);
-      table_->EndLeaseLocked(held, /*requeue=*/false);
+      table_->EndLeaseLocked(o.key(), held, /*requeue=*/false, &ending);
       held_.erase(it);
     }
+    q.DoneAll(ending);
     close_sink = TakeSinkToCloseLocked();
   }
   if (close_sink != nullptr) close_sink->Close(absl::OkStatus());
@@ -162,11 +167,11 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
       continue;
     }
     Held& held = it->second;
-    if (held.lease.token != ref.token()) {
+    if (held.token != ref.token()) {
       Refuse(&refusals, ref.key(), ref.token(), v1::STALE_TOKEN,
              absl::StrCat("heartbeat.leases[", i, "]: stale token ", ref.token(), " for key ",
                           Quoted(ref.key()), ": this stream holds it with token ",
-                          held.lease.token));
+                          held.token));
       continue;
     }
     if (held.expired) {
@@ -176,7 +181,7 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
       continue;
     }
     table_->DisarmExpiryLocked(held);
-    table_->ArmExpiryLocked(this, held);
+    table_->ArmExpiryLocked(this, it->first, held);
   }
   return refusals;
 }
@@ -204,8 +209,8 @@ std::shared_ptr<LeaseSink> Worker::GiveBackLocked(const std::vector<Lease>& leas
   table_->mu_.AssertHeld();
   for (const Lease& l : leases) {
     auto it = held_.find(l.key);
-    if (it == held_.end() || it->second.lease.token != l.token) continue;
-    table_->EndLeaseLocked(it->second, /*requeue=*/true);
+    if (it == held_.end() || it->second.token != l.token) continue;
+    table_->EndLeaseLocked(it->first, it->second, /*requeue=*/true);
     held_.erase(it);
   }
   return TakeSinkToCloseLocked();
@@ -261,13 +266,13 @@ absl::Duration LeaseTable::lease_timeout() const {
   return lease_timeout_;
 }
 
-void LeaseTable::ArmExpiryLocked(Worker* worker, Worker::Held& held) {
+void LeaseTable::ArmExpiryLocked(Worker* worker, absl::string_view key, Worker::Held& held) {
   if (lease_timeout_ == absl::ZeroDuration()) {
     held.expiry = expiries_.end();
     return;
   }
   const absl::Time when = clock_->Now() + lease_timeout_;
-  held.expiry = expiries_.emplace(when, ExpiryRef{worker, held.lease.key, held.lease.token});
+  held.expiry = expiries_.emplace(when, ExpiryRef{worker, std::string(key), held.token});
   if (held.expiry == expiries_.begin()) expiry_timer_->ArmAt(when);
 }
 
@@ -277,13 +282,19 @@ void LeaseTable::DisarmExpiryLocked(Worker::Held& held) {
   held.expiry = expiries_.end();
 }
 
-void LeaseTable::EndLeaseLocked(Worker::Held& held, bool requeue) {
+void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool requeue,
+                                std::vector<workqueue::HandOut>* batch) {
   DisarmExpiryLocked(held);
   if (held.expired) return;  // its hand-out already ended when it expired
   // Add while still processing marks the key dirty; Done then puts it back in the FIFO. After
   // shutdown the Add is refused and the key dropped, as client-go drops it.
-  if (requeue) queue_->Add(held.lease.key).IgnoreError();
-  queue_->Done(held.lease).IgnoreError();
+  if (requeue) queue_->Add(key).IgnoreError();
+  const workqueue::HandOut end{.slot = held.slot, .token = held.token};
+  if (batch != nullptr) {
+    batch->push_back(end);
+  } else {
+    queue_->DoneAll({&end, 1});
+  }
 }
 
 void LeaseTable::OnExpiryTimer() {
@@ -297,7 +308,7 @@ void LeaseTable::OnExpiryTimer() {
     if (it == worker->held_.end()) continue;  // cannot happen: entries leave with their lease
     Worker::Held& held = it->second;
     held.expiry = expiries_.end();
-    EndLeaseLocked(held, /*requeue=*/true);
+    EndLeaseLocked(it->first, held, /*requeue=*/true);
     held.expired = true;
     expired_.fetch_add(1, std::memory_order_relaxed);
     if (expirations_ != nullptr) expirations_->Inc();
@@ -308,7 +319,7 @@ void LeaseTable::OnExpiryTimer() {
 void LeaseTable::DetachLocked(Worker* worker) {
   if (!worker->attached_) return;
   worker->attached_ = false;
-  for (auto& [key, held] : worker->held_) EndLeaseLocked(held, /*requeue=*/true);
+  for (auto& [key, held] : worker->held_) EndLeaseLocked(key, held, /*requeue=*/true);
   worker->held_.clear();
   workers_.erase(std::find(workers_.begin(), workers_.end(), worker));
 }
@@ -350,14 +361,18 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
       if (take == 0) continue;
       Delivery& d = deliveries.emplace_back();
       d.sink = w->sink_;
-      d.leases.assign(leases->begin() + next, leases->begin() + next + take);
-      next += take;
-      for (const Lease& l : d.leases) {
-        Worker::Held& held = w->held_[l.key];
-        held.lease = l;
+      d.leases.reserve(take);
+      for (size_t k = next; k < next + take; ++k) {
+        Lease& l = (*leases)[k];
+        auto [it, inserted] = w->held_.try_emplace(l.key);
+        Worker::Held& held = it->second;
+        held.token = l.token;
+        held.slot = l.slot;
         held.expired = false;
-        ArmExpiryLocked(w, held);
+        ArmExpiryLocked(w, it->first, held);
+        d.leases.push_back(std::move(l));  // the caller refills the vector
       }
+      next += take;
       next_worker_ = (start + i + 1) % n;
     }
   }

@@ -115,8 +115,10 @@ class Worker {
 
  private:
   friend class LeaseTable;
+  // A held lease; its key is the held_ map's key.
   struct Held {
-    workqueue::Lease lease;
+    uint64_t token = 0;
+    uint32_t slot = 0;  // workqueue::Lease::slot
     // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire or it expired).
     std::multimap<absl::Time, ExpiryRef>::iterator expiry;
     bool expired = false;
@@ -200,9 +202,14 @@ class LeaseTable {
 
  private:
   friend class Worker;
-  // Ends `held`'s lease (the queue's Done for its token); with `requeue`, adds the key first.
-  void EndLeaseLocked(Worker::Held& held, bool requeue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void ArmExpiryLocked(Worker* worker, Worker::Held& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the lease of `key` (the queue's Done for its token); with `requeue`, adds the key first.
+  // With `batch`, the Done is appended to it, for one Queue::DoneAll by the caller (still under
+  // mu_) — Apply's batch of outcomes; without, it happens now.
+  void EndLeaseLocked(absl::string_view key, Worker::Held& held, bool requeue,
+                      std::vector<workqueue::HandOut>* batch = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ArmExpiryLocked(Worker* worker, absl::string_view key, Worker::Held& held)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DisarmExpiryLocked(Worker::Held& held) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DetachLocked(Worker* worker) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnExpiryTimer();
@@ -220,6 +227,8 @@ class LeaseTable {
   std::vector<Worker*> workers_ ABSL_GUARDED_BY(mu_);
   size_t next_worker_ ABSL_GUARDED_BY(mu_) = 0;  // round-robin start
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Apply's batch of hand-outs to end, kept for its capacity.
+  std::vector<workqueue::HandOut> ending_ ABSL_GUARDED_BY(mu_);
   // Deadlines of held, unexpired leases (only when a lease timeout applies).
   std::multimap<absl::Time, ExpiryRef> expiries_ ABSL_GUARDED_BY(mu_);
   // Armed at expiries_'s first deadline. Created first, destroyed first (its callback takes mu_).

@@ -118,6 +118,8 @@ class NamedQueue {
   absl::Status AddRateLimited(const Keys& keys);
   void Forget(const Keys& keys);
   int64_t NumRequeues(absl::string_view key);
+  // The queue's limiter now, for NumRequeues of a batch of keys with one load.
+  std::shared_ptr<workqueue::RateLimiter> rate_limiter() const { return queue_->rate_limiter(); }
   size_t Len() const;
   // Stops handing out keys (Add is refused from now on). Workers keep applying outcomes; each is
   // closed (OK) once it holds nothing.

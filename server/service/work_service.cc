@@ -287,12 +287,12 @@ class WorkService::Stream final
   void Pump() {
     enum { kNothing, kWrite, kLeases, kFinish } action = kNothing;
     grpc::Status status;
-    std::vector<workqueue::Lease> batch;
+    std::vector<workqueue::Lease>& batch = batch_;
     {
       MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (!pending_control_.empty()) {
-        out_ = std::move(pending_control_.front());
+        control_out_ = std::move(pending_control_.front());
         pending_control_.pop_front();
         action = kWrite;
       } else if (finishing_ && !authorizing_) {
@@ -301,7 +301,7 @@ class WorkService::Stream final
         action = kFinish;
       } else if (started_ && !draining_ && !pending_leases_.empty()) {
         const size_t n = std::min<size_t>(max_batch_, pending_leases_.size());
-        batch.reserve(n);
+        batch.clear();
         for (size_t i = 0; i < n; ++i) {
           batch.push_back(std::move(pending_leases_.front()));
           pending_leases_.pop_front();
@@ -326,28 +326,30 @@ class WorkService::Stream final
         }
         if (!rest.empty()) worker_->GiveBack(rest);
       }
-      action = kWrite;
-    }
-    if (action == kWrite) {
-      StartWrite(&out_);
+      StartWrite(&lease_out_);
+    } else if (action == kWrite) {
+      StartWrite(&control_out_);
     } else if (action == kFinish) {
       Finish(status);
     }
   }
 
-  // Writes leases of `batch` into out_ until the next would take it past max_batch_bytes_ (the
-  // first always goes); returns how many. Called by the writer only, without mu_.
+  // Writes leases of `batch` into lease_out_ until the next would take it past max_batch_bytes_
+  // (the first always goes); returns how many. Called by the writer only, without mu_. The
+  // message is reused: clearing the repeated field keeps its Lease messages and their strings'
+  // buffers for the next batch, so a steady stream allocates nothing here.
   size_t FillLeases(const std::vector<workqueue::Lease>& batch) {
-    out_.Clear();
-    auto* leases = out_.mutable_leases()->mutable_leases();
+    auto* leases = lease_out_.mutable_leases()->mutable_leases();
+    leases->Clear();
     size_t bytes = 0;
     size_t used = 0;
+    const std::shared_ptr<workqueue::RateLimiter> limiter = queue_->rate_limiter();
     for (const workqueue::Lease& l : batch) {
       v1::Lease* pl = leases->Add();
       pl->set_key(l.key);
       pl->set_token(l.token);
       // Requeue counts are read outside our lock (the limiter has its own).
-      pl->set_requeues(queue_->NumRequeues(l.key));
+      pl->set_requeues(limiter->NumRequeues(l.key));
       const QueueKeyParts parts = SplitQueueKey(l.key);
       if (!parts.cluster.empty()) {
         pl->set_cluster(parts.cluster.data(), parts.cluster.size());
@@ -391,7 +393,11 @@ class WorkService::Stream final
   size_t max_batch_bytes_ = kDefaultMaxBatchBytes;
 
   Mutex mu_;
-  v1::ProcessResponse out_;  // the write in flight; touched only by whoever set writing_
+  // The write in flight is one of these two; they and batch_ are touched only by whoever set
+  // writing_.
+  v1::ProcessResponse control_out_;  // Started, refusals
+  v1::ProcessResponse lease_out_;    // always holds `leases`
+  std::vector<workqueue::Lease> batch_;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;

@@ -298,6 +298,30 @@ absl::Status Queue::Done(const Lease& lease) {
   return absl::OkStatus();
 }
 
+size_t Queue::DoneAll(absl::Span<const HandOut> ends) {
+  MutexLock lock(&mu_);
+  auto current = [&](const HandOut& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return e.slot < slots_.size() && slots_[e.slot].processing && slots_[e.slot].token == e.token;
+  };
+  // Two passes of prefetches before the work: the slots, then the index entries of the keys that
+  // will leave it (neither added again nor waiting).
+  for (const HandOut& e : ends) {
+    if (e.slot < slots_.size()) __builtin_prefetch(&slots_[e.slot]);
+  }
+  for (const HandOut& e : ends) {
+    if (!current(e)) continue;
+    const Slot& slot = slots_[e.slot];
+    if (!slot.dirty && slot.waiting_seq == 0) index_.prefetch(Entry(slot.hash32, e.slot));
+  }
+  size_t ended = 0;
+  for (const HandOut& e : ends) {
+    if (!current(e)) continue;
+    DoneLocked(e.slot, index_.end());
+    ++ended;
+  }
+  return ended;
+}
+
 void Queue::DoneLocked(SlotId id, Index::iterator it) {
   Slot& slot = slots_[id];
   slot.processing = false;

@@ -181,6 +181,30 @@ TEST(QueueLeaseTest, LeaseAndKeyDoneAreInterchangeable) {
   EXPECT_EQ(more[0].key, "b");
 }
 
+TEST(QueueLeaseTest, DoneAllEndsTheCurrentHandOutsAndSkipsStaleOnes) {
+  auto q = NewQueue();
+  for (const char* k : {"a", "b", "c", "d"}) ASSERT_TRUE(q->Add(k).ok());
+  std::vector<Lease> leases;
+  ASSERT_EQ(q->GetBatch(4, &leases), 4u);
+  ASSERT_TRUE(q->Add("b").ok());  // added again while processing: back in the FIFO after Done
+  ASSERT_TRUE(q->Done(leases[3]).ok());  // "d" already ended: its hand-out is stale below
+  std::vector<HandOut> ends;
+  for (const Lease& l : leases) ends.push_back({.slot = l.slot, .token = l.token});
+  ends.push_back({.slot = leases[0].slot, .token = leases[0].token + 1000});  // forged token
+  ends.push_back({.slot = 1u << 30, .token = leases[1].token});                // out of range
+  EXPECT_EQ(q->DoneAll(ends), 3u);
+  EXPECT_EQ(q->Processing(), 0u);
+  EXPECT_EQ(q->Len(), 1u);
+  std::vector<Lease> again;
+  ASSERT_EQ(q->TryGetBatch(10, &again), 1u);
+  EXPECT_EQ(again[0].key, "b");
+  EXPECT_GT(again[0].token, leases[3].token);
+  // The freed keys are gone: adding them again starts them afresh.
+  ASSERT_TRUE(q->Add("a").ok());
+  EXPECT_EQ(q->Len(), 1u);
+  EXPECT_EQ(q->DoneAll(ends), 0u) << "ending the same hand-outs twice";
+}
+
 TEST(QueueTest, EmptyKeyIsRefused) {
   auto q = NewQueue();
   EXPECT_EQ(q->Add("").code(), absl::StatusCode::kInvalidArgument);

@@ -16,15 +16,19 @@ int64_t RetryCounts::Increment(absl::string_view key) {
   int64_t& count = counts_[key];
   int64_t before = count;
   if (count < std::numeric_limits<int64_t>::max()) ++count;
+  PublishSizeLocked();
   return before;
 }
 
 void RetryCounts::Forget(absl::string_view key) {
+  if (size_.load(std::memory_order_acquire) == 0) return;
   MutexLock lock(&mu_);
   counts_.erase(key);
+  PublishSizeLocked();
 }
 
 int64_t RetryCounts::Get(absl::string_view key) {
+  if (size_.load(std::memory_order_acquire) == 0) return 0;
   MutexLock lock(&mu_);
   auto it = counts_.find(key);
   return it == counts_.end() ? 0 : it->second;
@@ -37,6 +41,7 @@ void RetryCounts::Set(absl::string_view key, int64_t count) {
   } else {
     counts_[key] = count;
   }
+  PublishSizeLocked();
 }
 
 void RetryCounts::ForEach(absl::FunctionRef<void(absl::string_view, int64_t)> f) {

@@ -20,6 +20,7 @@
 #ifndef INFORMERD_SERVER_WORKQUEUE_RATE_LIMITER_H_
 #define INFORMERD_SERVER_WORKQUEUE_RATE_LIMITER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -37,6 +38,9 @@
 namespace informerd::workqueue {
 
 // Per-key retry counts, shared by the per-item limiters. Saturates instead of overflowing.
+// Forget and Get of a key with no count — every success of a queue without failures — cost one
+// atomic load, not the lock and a hash lookup: with no counts at all they return at once (a
+// concurrent Increment of the same key is then simply ordered after them).
 class RetryCounts {
  public:
   // Records one more retry of `key`; returns the count before it.
@@ -50,8 +54,13 @@ class RetryCounts {
   void ForEach(absl::FunctionRef<void(absl::string_view, int64_t)> f);
 
  private:
+  void PublishSizeLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    size_.store(counts_.size(), std::memory_order_release);
+  }
+
   Mutex mu_;
   absl::flat_hash_map<std::string, int64_t> counts_ ABSL_GUARDED_BY(mu_);
+  std::atomic<size_t> size_{0};  // counts_.size(), written under mu_
 };
 
 class RateLimiter {

@@ -33,6 +33,25 @@ TEST(ItemExponentialFailureRateLimiterTest, ForgetResetsTheHistory) {
   EXPECT_EQ(limiter->When("one"), absl::Milliseconds(1));
 }
 
+TEST(RetryCountsTest, CountsSurviveForgetsOfOtherKeysAndTheLastForgetEmptiesThem) {
+  // Forget and Get skip the lock while nothing is counted: check they still see counts that
+  // appear, and stop seeing them once forgotten or set to 0.
+  RetryCounts counts;
+  counts.Forget("a");
+  EXPECT_EQ(counts.Get("a"), 0);
+  EXPECT_EQ(counts.Increment("a"), 0);
+  EXPECT_EQ(counts.Increment("a"), 1);
+  counts.Forget("b");
+  EXPECT_EQ(counts.Get("a"), 2);
+  counts.Set("b", 5);
+  counts.Forget("a");
+  EXPECT_EQ(counts.Get("a"), 0);
+  EXPECT_EQ(counts.Get("b"), 5);
+  counts.Set("b", 0);
+  EXPECT_EQ(counts.Get("b"), 0);
+  EXPECT_EQ(counts.Increment("b"), 0) << "a key set to 0 starts again";
+}
+
 TEST(ItemExponentialFailureRateLimiterTest, NeverOverflowsAtLargeFailureCounts) {
   auto limiter =
       ItemExponentialFailureRateLimiter::Create(absl::Milliseconds(5), absl::Seconds(1000))

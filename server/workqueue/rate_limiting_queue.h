@@ -41,6 +41,9 @@ class RateLimitingQueue final : public DelayingQueue {
   // a delay keep their deadline; later AddRateLimited calls use `limiter`). A retry recorded by
   // a concurrent AddRateLimited while the counts are copied may be lost.
   void SetRateLimiter(std::unique_ptr<RateLimiter> limiter);
+  // The limiter now, for a batch of Forget/NumRequeues calls without reloading it for each (the
+  // load is an atomic shared_ptr: a lock and a reference count).
+  std::shared_ptr<RateLimiter> rate_limiter() const { return limiter(); }
 
  private:
   RateLimitingQueue(QueueOptions options, std::unique_ptr<RateLimiter> limiter);

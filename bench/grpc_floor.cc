@@ -4,11 +4,15 @@
 //
 //   grpc_floor --mode=stream --batch=16 --duration=3s
 //       {"mode":"stream","batch":16,"messages_per_second":...,"keys_per_second":...}
+//   grpc_floor --mode=bidi --batch=128 --window=4 --duration=3s
+//       {"mode":"bidi","batch":128,"window":4,"keys_per_second":...}
 //   grpc_floor --mode=pingpong --duration=3s
 //       {"mode":"pingpong","round_trips":...,"p50_us":...,"p99_us":...}
 //
 // stream: the server writes batches of --batch keys as fast as the stream takes them; the client
-// reads for --duration. pingpong: sequential unary calls for --duration.
+// reads for --duration. bidi: the floor of a Work stream — the server keeps --window batches in
+// flight and sends one more for each batch the client answers (the same keys and tokens back, as
+// outcomes); keys/s answered. pingpong: sequential unary calls for --duration.
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -58,6 +62,35 @@ class FloorService final : public fv1::Floor::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Exchange(grpc::ServerContext* context,
+                        grpc::ServerReaderWriter<fv1::Batch, fv1::ExchangeMessage>* stream) override {
+    fv1::ExchangeMessage in;
+    if (!stream->Read(&in) || !in.has_start()) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "start: the first message must be start");
+    }
+    const uint32_t size = in.start().batch();
+    const uint32_t window = in.start().window();
+    if (size < 1 || size > 100000 || window < 1 || window > 1000) {
+      return grpc::Status(grpc::INVALID_ARGUMENT, "start: batch in 1..100000, window in 1..1000");
+    }
+    fv1::Batch batch;
+    uint64_t token = 0;
+    for (uint32_t i = 0; i < size; ++i) {
+      batch.add_items()->set_key(absl::StrFormat("load/key-%08d", i));
+    }
+    auto send = [&] {
+      for (fv1::Item& item : *batch.mutable_items()) item.set_token(++token);
+      return stream->Write(batch);
+    };
+    for (uint32_t i = 0; i < window; ++i) {
+      if (!send()) return grpc::Status::OK;
+    }
+    while (!context->IsCancelled() && stream->Read(&in)) {
+      if (!send()) break;
+    }
+    return grpc::Status::OK;
+  }
+
   grpc::Status Ping(grpc::ServerContext*, const fv1::PingMessage* request,
                     fv1::PingMessage* response) override {
     response->set_sequence(request->sequence());
@@ -72,7 +105,7 @@ int Fail(const std::string& message) {
 
 int Run(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
-      {"mode", "stream"}, {"batch", "1"}, {"duration", "3s"}};
+      {"mode", "stream"}, {"batch", "1"}, {"window", "4"}, {"duration", "3s"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (!absl::StartsWith(arg, "--") || arg.find('=') == std::string::npos) {
@@ -91,9 +124,13 @@ int Run(int argc, char** argv) {
   if (!absl::ParseDuration(flags["duration"], &duration) || duration <= absl::ZeroDuration()) {
     return Fail("--duration: expected a positive duration such as 3s");
   }
+  uint32_t window = 0;
+  if (!absl::SimpleAtoi(flags["window"], &window) || window < 1 || window > 1000) {
+    return Fail("--window: expected an integer in 1..1000");
+  }
   const std::string mode = flags["mode"];
-  if (mode != "stream" && mode != "pingpong") {
-    return Fail("--mode: expected stream or pingpong");
+  if (mode != "stream" && mode != "bidi" && mode != "pingpong") {
+    return Fail("--mode: expected stream, bidi or pingpong");
   }
 
   FloorService service;
@@ -135,6 +172,44 @@ int Run(int argc, char** argv) {
         "{\"mode\":\"stream\",\"batch\":%u,\"messages\":%llu,\"seconds\":%.3f,"
         "\"messages_per_second\":%.1f,\"keys_per_second\":%.1f}\n",
         batch, static_cast<unsigned long long>(messages), seconds,
+        static_cast<double>(messages) / seconds, static_cast<double>(keys) / seconds);
+  } else if (mode == "bidi") {
+    grpc::ClientContext context;
+    auto stream = stub->Exchange(&context);
+    fv1::ExchangeMessage start;
+    start.mutable_start()->set_batch(batch);
+    start.mutable_start()->set_window(window);
+    if (!stream->Write(start)) return Fail("the exchange ended before its start");
+    fv1::Batch message;
+    fv1::ExchangeMessage answer;
+    auto exchange = [&] {
+      if (!stream->Read(&message)) return false;
+      answer.mutable_answer()->Swap(&message);  // the same keys and tokens back
+      return stream->Write(answer);
+    };
+    // The first window opens the stream; counting starts after it.
+    for (uint32_t i = 0; i < window; ++i) {
+      if (!exchange()) return Fail("the exchange ended early");
+    }
+    uint64_t messages = 0;
+    uint64_t keys = 0;
+    const int64_t start_ns = NowNs();
+    int64_t now = start_ns;
+    while (now - start_ns < duration_ns && exchange()) {
+      ++messages;
+      keys += static_cast<uint64_t>(answer.answer().items_size());
+      if ((messages & 15) == 0) now = NowNs();
+    }
+    now = NowNs();
+    context.TryCancel();
+    while (stream->Read(&message)) {
+    }
+    stream->Finish().IgnoreError();
+    const double seconds = static_cast<double>(now - start_ns) / 1e9;
+    std::printf(
+        "{\"mode\":\"bidi\",\"batch\":%u,\"window\":%u,\"messages\":%llu,\"seconds\":%.3f,"
+        "\"messages_per_second\":%.1f,\"keys_per_second\":%.1f}\n",
+        batch, window, static_cast<unsigned long long>(messages), seconds,
         static_cast<double>(messages) / seconds, static_cast<double>(keys) / seconds);
   } else {
     LatencyHistogram histogram;

@@ -297,12 +297,15 @@ absl::Status Reflector::StreamingList() {
   absl::Status result;
   {
     MutexLock lock(&mu_);
-    while (!initial_done_ && !session_ended_ && !session_stalled_ && !stop_) cv_.Wait(&mu_);
+    while (initial_events_ == InitialEvents::kArriving &&
+           session_stream_ == SessionStream::kOpen && !stop_) {
+      cv_.Wait(&mu_);
+    }
     if (stop_) {
       result = absl::CancelledError("reflector stopped");
-    } else if (initial_done_) {
+    } else if (initial_events_ == InitialEvents::kDone) {
       return absl::OkStatus();  // the stream goes on as the watch: WatchLoop takes watch_ over
-    } else if (session_stalled_) {
+    } else if (session_stream_ == SessionStream::kStalled) {
       ++status_.stalls;
       result = absl::DeadlineExceededError(
           "streaming list stalled before its initial events ended");
@@ -312,7 +315,7 @@ absl::Status Reflector::StreamingList() {
                    : session_end_status_;
     }
     ++session_;  // ignore whatever the stream still delivers
-    initial_phase_ = false;
+    initial_events_ = InitialEvents::kNone;
     initial_.clear();
     stall_timer_->Disarm();
   }
@@ -325,13 +328,11 @@ void Reflector::OpenWatch(const WatchRequest& request, bool initial_phase) {
   {
     MutexLock lock(&mu_);
     session = ++session_;
-    session_ended_ = false;
+    session_stream_ = SessionStream::kOpen;
     session_end_status_ = absl::OkStatus();
-    session_stalled_ = false;
     session_events_ = 0;
     session_started_ = clock_->Now();
-    initial_phase_ = initial_phase;
-    initial_done_ = false;
+    initial_events_ = initial_phase ? InitialEvents::kArriving : InitialEvents::kNone;
     initial_.clear();
     ++status_.watches_started;
     if (options_.stall_timeout > absl::ZeroDuration()) {
@@ -380,12 +381,13 @@ absl::Status Reflector::WatchLoop(bool running) {
     uint64_t events = 0;
     {
       MutexLock lock(&mu_);
-      while (!session_ended_ && !session_stalled_ && !stop_) cv_.Wait(&mu_);
+      while (session_stream_ == SessionStream::kOpen && !stop_) cv_.Wait(&mu_);
       end = session_end_status_;
       // The ListerWatcher's byte-level idle timeout (DeadlineExceeded, not from the server) is
       // the same stall, seen first.
-      stalled = (session_stalled_ && !session_ended_) ||
-                (session_ended_ && end.code() == absl::StatusCode::kDeadlineExceeded &&
+      stalled = session_stream_ == SessionStream::kStalled ||
+                (session_stream_ == SessionStream::kEnded &&
+                 end.code() == absl::StatusCode::kDeadlineExceeded &&
                  client::ApiErrorCode(end) == 0);
       lasted = clock_->Now() - session_started_;
       events = session_events_;
@@ -451,8 +453,8 @@ void Reflector::OnEvents(uint64_t session, std::vector<client::WatchEvent>& even
   bool initial = false;
   {
     MutexLock lock(&mu_);
-    if (session != session_ || session_ended_) return;
-    initial = initial_phase_;
+    if (session != session_ || session_stream_ == SessionStream::kEnded) return;
+    initial = initial_events_ == InitialEvents::kArriving;
     if (options_.stall_timeout > absl::ZeroDuration()) {
       stall_timer_->ArmAt(clock_->Now() + options_.stall_timeout);
     }
@@ -468,7 +470,7 @@ void Reflector::OnEvents(uint64_t session, std::vector<client::WatchEvent>& even
     }
   }
   MutexLock lock(&mu_);
-  if (session != session_ || session_ended_) return;
+  if (session != session_ || session_stream_ == SessionStream::kEnded) return;
   for (client::WatchEvent& event : events) {
     if (event.object == nullptr) continue;
     ApplyEventLocked(event);
@@ -480,15 +482,14 @@ void Reflector::ApplyEventLocked(client::WatchEvent& event) {
   const absl::string_view rv = event.object->resource_version();
   if (event.type == client::WatchEventType::kBookmark) {
     ++status_.bookmarks;
-    if (initial_phase_) {
+    if (initial_events_ == InitialEvents::kArriving) {
       if (!event.initial_events_end) return;
       std::vector<ObjectPtr> items;
       items.reserve(initial_.size());
       for (auto& [key, object] : initial_) items.push_back(std::move(object));
       initial_.clear();
       options_.store->Replace(std::move(items), std::string(rv));
-      initial_phase_ = false;
-      initial_done_ = true;
+      initial_events_ = InitialEvents::kDone;
       last_sync_rv_unavailable_ = false;
       ++status_.syncs;
       ++status_.streaming_syncs;
@@ -507,7 +508,7 @@ void Reflector::ApplyEventLocked(client::WatchEvent& event) {
                  options_.expected_kind);
     return;
   }
-  if (initial_phase_) {
+  if (initial_events_ == InitialEvents::kArriving) {
     // The temporary set of a streaming list: the last state of each key, until the bookmark.
     if (event.type == client::WatchEventType::kDeleted) {
       initial_.erase(event.object->key());
@@ -539,17 +540,17 @@ void Reflector::ApplyEventLocked(client::WatchEvent& event) {
 
 void Reflector::OnClose(uint64_t session, absl::Status status) {
   MutexLock lock(&mu_);
-  if (session != session_ || session_ended_) return;
-  session_ended_ = true;
+  if (session != session_ || session_stream_ == SessionStream::kEnded) return;
+  session_stream_ = SessionStream::kEnded;
   session_end_status_ = std::move(status);
   cv_.SignalAll();
 }
 
 void Reflector::OnStallTimer() {
   MutexLock lock(&mu_);
-  if (session_ended_ || session_stalled_) return;
+  if (session_stream_ != SessionStream::kOpen) return;
   // The deadline is re-armed on every batch; firing means nothing arrived since.
-  session_stalled_ = true;
+  session_stream_ = SessionStream::kStalled;
   cv_.SignalAll();
 }
 

@@ -197,16 +197,22 @@ class Reflector {
   bool paginated_result_ ABSL_GUARDED_BY(mu_) = false;
   bool backoff_fired_ ABSL_GUARDED_BY(mu_) = false;
 
-  // The current watch session; callbacks of other sessions are ignored.
+  // The current watch session; callbacks of other sessions are ignored. Its state is two
+  // independent machines (the combinations that exist are exactly their product):
+  //   how the stream stands:  kOpen -> kStalled (stall timer) -> kEnded, or kOpen -> kEnded
+  //                           (the stream closed; session_end_status_ says how). Events apply
+  //                           only while not kEnded.
+  //   its initial events:     kNone (a plain watch), or kArriving -> kDone (a streaming list:
+  //                           collected in initial_ until the initial-events-end bookmark,
+  //                           which Replaces the store). A streaming list given up is kNone.
+  enum class SessionStream { kOpen, kStalled, kEnded };
+  enum class InitialEvents { kNone, kArriving, kDone };
   uint64_t session_ ABSL_GUARDED_BY(mu_) = 0;
-  bool session_ended_ ABSL_GUARDED_BY(mu_) = false;
+  SessionStream session_stream_ ABSL_GUARDED_BY(mu_) = SessionStream::kOpen;
   absl::Status session_end_status_ ABSL_GUARDED_BY(mu_);
-  bool session_stalled_ ABSL_GUARDED_BY(mu_) = false;
   uint64_t session_events_ ABSL_GUARDED_BY(mu_) = 0;  // bookmarks included
   absl::Time session_started_ ABSL_GUARDED_BY(mu_);
-  // Streaming list: objects of the initial events, by key, until the initial-events-end bookmark.
-  bool initial_phase_ ABSL_GUARDED_BY(mu_) = false;
-  bool initial_done_ ABSL_GUARDED_BY(mu_) = false;
+  InitialEvents initial_events_ ABSL_GUARDED_BY(mu_) = InitialEvents::kNone;
   absl::flat_hash_map<absl::string_view, ObjectPtr, StringHash, StringEq> initial_
       ABSL_GUARDED_BY(mu_);
 

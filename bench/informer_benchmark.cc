@@ -153,7 +153,10 @@ int Run(std::map<std::string, std::string> flags) {
   SharedInformerOptions options;
   options.name = resource;
   options.lister_watcher =
-      ClientListerWatcher::Create({.client = client.get(), .resource = gvr, .namespace_name = ns})
+      ClientListerWatcher::Create({.client = client.get(),
+                                   .resource = gvr,
+                                   .namespace_name = ns,
+                                   .drop_managed_fields = strip})
           .value();
   options.transform.strip_managed_fields = strip;
   options.use_streaming_list = streaming;

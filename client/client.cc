@@ -289,7 +289,8 @@ absl::StatusOr<ListResult> Client::List(const GroupVersionResource& gvr,
   const std::string api_version = gvr.GroupVersion();
   ObjectParseOptions parse_options{.default_kind = info.kind,
                                    .default_api_version = api_version,
-                                   .compact = false};
+                                   .compact = false,
+                                   .drop_managed_fields = options.drop_managed_fields};
   const char* end = body.data() + body.size();
   for (auto field : root) {
     std::string_view key;
@@ -352,7 +353,8 @@ absl::StatusOr<std::unique_ptr<WatchStream>> Client::Watch(const GroupVersionRes
   }
   absl::StatusOr<Credentials::Auth> auth = credentials_->Get();
   if (!auth.ok()) return auth.status();
-  absl::StatusOr<std::unique_ptr<WatchDecoder>> decoder = WatchDecoder::Create();
+  absl::StatusOr<std::unique_ptr<WatchDecoder>> decoder =
+      WatchDecoder::Create({.drop_managed_fields = options.drop_managed_fields});
   if (!decoder.ok()) return decoder.status();
 
   // State of the stream, used only on the transport thread.

@@ -52,6 +52,8 @@ struct ListOptions {
   std::string resource_version_match;  // "", "NotOlderThan" or "Exact"
   int64_t limit = 0;                   // page size; 0: no paging
   std::string continue_token;
+  // The items leave metadata.managedFields out, cut while they are decoded (ObjectParseOptions).
+  bool drop_managed_fields = false;
 };
 
 struct ListResult {
@@ -74,6 +76,8 @@ struct WatchOptions {
   std::optional<bool> send_initial_events;
   // No byte for this long (not even a bookmark): the stream ends with DeadlineExceeded.
   absl::Duration idle_timeout = absl::Minutes(5);
+  // The events' objects leave metadata.managedFields out, cut while they are decoded.
+  bool drop_managed_fields = false;
 };
 
 struct WatchHandler {

@@ -154,7 +154,47 @@ absl::Status ObjectParser::ReadFinalizers(od::value value) {
   return absl::OkStatus();
 }
 
-absl::Status ObjectParser::ReadMetadata(od::value value, bool read_initial_events_end) {
+bool IsJsonSpace(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+
+absl::Status ObjectParser::CutManagedFields(od::raw_json_string key, od::value value) {
+  // The member runs from the key's opening quote to the end of its value.
+  const char* member = key.raw() - 1;
+  od::json_type type;
+  if (auto err = value.type().get(type)) return JsonError("metadata.managedFields", err);
+  std::string_view raw;
+  if (type == od::json_type::array) {
+    od::array array;
+    if (value.get_array().get(array) || array.raw_json().get(raw)) {
+      return FieldError("metadata.managedFields", "not a JSON array");
+    }
+  } else if (type == od::json_type::object) {
+    od::object object;
+    if (value.get_object().get(object) || object.raw_json().get(raw)) {
+      return FieldError("metadata.managedFields", "not a JSON value");
+    }
+  } else {
+    raw = value.raw_json_token();  // a scalar (null): its token, maybe with trailing space
+    while (!raw.empty() && IsJsonSpace(raw.back())) raw.remove_suffix(1);
+  }
+  const char* value_end = raw.data() + raw.size();
+  // Take one separating comma with it: the one before, or, when it is the first member, the one
+  // after (if any), so that what remains is valid JSON.
+  const char* before = member;
+  while (IsJsonSpace(before[-1])) --before;
+  if (before[-1] == ',') {
+    fields_.cut_begin = before - 1;
+    fields_.cut_end = value_end;
+  } else {
+    const char* after = value_end;
+    while (IsJsonSpace(*after)) ++after;
+    fields_.cut_begin = member;
+    fields_.cut_end = *after == ',' ? after + 1 : value_end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ObjectParser::ReadMetadata(od::value value, const ObjectParseOptions& options) {
+  const bool read_initial_events_end = options.read_initial_events_end;
   od::object meta;
   if (auto err = value.get_object().get(meta)) {
     return FieldError("metadata",
@@ -222,6 +262,8 @@ absl::Status ObjectParser::ReadMetadata(od::value value, bool read_initial_event
           fields_.initial_events_end = val.value == "true";
         }
       }
+    } else if (options.drop_managed_fields && key.unsafe_is_equal("managedFields")) {
+      s = CutManagedFields(key, v);
     } else if (key.unsafe_is_equal("ownerReferences")) {
       od::json_type type;
       if (auto err = v.type().get(type)) return JsonError("metadata.ownerReferences", err);
@@ -265,7 +307,7 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     if (auto err = field.value().get(v)) return JsonError("object", err);
     absl::Status s;
     if (key.unsafe_is_equal("metadata")) {
-      s = ReadMetadata(v, options.read_initial_events_end);
+      s = ReadMetadata(v, options);
     } else if (key.unsafe_is_equal("kind")) {
       s = ReadString(v, &fields_.kind, "kind");
     } else if (key.unsafe_is_equal("apiVersion")) {
@@ -310,17 +352,32 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
     prefix += (i == body.size()) ? "" : ",";
     raw.remove_prefix(1);  // the opening brace is part of the prefix
   }
-  std::string_view body = raw;
+  // The bytes kept: `raw`, or `raw` without the cut member. Offsets into them of a byte of `raw`:
+  const char* const cut_begin = fields_.cut_begin;
+  const char* const cut_end = fields_.cut_end;
+  const bool cut = cut_begin != nullptr && cut_begin >= raw.data() && cut_end <= raw.data() + raw.size();
+  std::string_view source = raw;
+  if (cut) {
+    spliced_.assign(raw.data(), cut_begin - raw.data());
+    spliced_.append(cut_end, raw.data() + raw.size() - cut_end);
+    source = spliced_;
+  }
+  auto source_offset = [&](const char* p) -> size_t {
+    if (!cut || p < cut_begin) return p - raw.data();
+    if (p >= cut_end) return p - raw.data() - (cut_end - cut_begin);
+    return std::string_view::npos;  // inside the cut member
+  };
+  std::string_view body = source;
   if (options.compact) {
-    compacted_.resize(raw.size());
+    compacted_.resize(source.size());
     size_t out_len = 0;
-    if (auto err = simdjson::minify(raw.data(), raw.size(), compacted_.data(), out_len)) {
+    if (auto err = simdjson::minify(source.data(), source.size(), compacted_.data(), out_len)) {
       return JsonError("object", err);
     }
     body = std::string_view(compacted_.data(), out_len);
   }
   // Minifying only removes whitespace: when it removed none, the bytes are the same.
-  const bool body_is_raw = body.size() == raw.size();
+  const bool body_is_raw = body.size() == source.size();
 
   const size_t json_size = prefix.size() + body.size();
   // Where the stored JSON spells `s`, or npos (then `s` gets a decoded copy).
@@ -330,7 +387,8 @@ absl::StatusOr<std::shared_ptr<const Object>> ObjectParser::Parse(
       return s.raw - prefix.data();
     }
     if (body_is_raw && s.raw >= raw.data() && s.raw + s.value.size() <= raw.data() + raw.size()) {
-      return prefix.size() + (s.raw - raw.data());
+      const size_t at = source_offset(s.raw);
+      return at == std::string_view::npos ? at : prefix.size() + at;
     }
     return std::string_view::npos;
   };

@@ -31,6 +31,10 @@ struct ObjectParseOptions {
   // Remove insignificant whitespace from the stored bytes. The API server sends compact JSON,
   // so decoders of its streams may turn this off; Object::Parse keeps it on.
   bool compact = true;
+  // Leave metadata.managedFields out of the stored bytes, cut while the object is read: the
+  // informers' default transform (strip managedFields) done in the one parse of the object
+  // instead of a second pass over the stored copy.
+  bool drop_managed_fields = false;
 };
 
 class ObjectParser {
@@ -63,8 +67,16 @@ class ObjectParser {
         creation_timestamp;
     int64_t generation = 0;
     bool initial_events_end = false;
+    // With drop_managed_fields: the bytes of the managedFields member to leave out (with one
+    // comma that separates it from a neighbour), or null.
+    const char* cut_begin = nullptr;
+    const char* cut_end = nullptr;
   };
-  absl::Status ReadMetadata(simdjson::ondemand::value value, bool read_initial_events_end);
+  absl::Status ReadMetadata(simdjson::ondemand::value value, const ObjectParseOptions& options);
+  // Records in fields_ the bytes of the managedFields member whose key `key` is and whose value
+  // `value` is (not read yet).
+  absl::Status CutManagedFields(simdjson::ondemand::raw_json_string key,
+                                simdjson::ondemand::value value);
   absl::Status ReadFinalizers(simdjson::ondemand::value value);
   absl::Status ReadOwner(simdjson::ondemand::value value, Owner* owner);
 
@@ -74,6 +86,7 @@ class ObjectParser {
   std::vector<Owner> owners_;
   std::vector<Str> finalizers_;
   std::string compacted_;  // scratch: the minified bytes when options.compact
+  std::string spliced_;    // scratch: the bytes without a cut member
 };
 
 }  // namespace informerd::client

@@ -259,5 +259,86 @@ TEST(ObjectParserTest, ListItemsGetKindAndApiVersionPrepended) {
       R"({"kind":"Other","apiVersion":"x/v1","metadata":{"name":"b"}})"));
 }
 
+
+// Parses `json` (one object) with ObjectParser and `options`.
+absl::StatusOr<std::shared_ptr<const Object>> ParseWith(const std::string& json,
+                                                        ObjectParseOptions options) {
+  simdjson::padded_string padded(json);
+  simdjson::ondemand::parser parser;
+  simdjson::ondemand::document doc;
+  simdjson::ondemand::value v;
+  if (parser.iterate(padded).get(doc) || doc.get_value().get(v)) {
+    return absl::InvalidArgumentError("not JSON");
+  }
+  ObjectParser object_parser;
+  auto object = object_parser.Parse(v, padded.data() + padded.size(), options);
+  if (!object.ok()) return object.status();
+  // The Object owns its bytes: it must stay right after the input is gone.
+  return object;
+}
+
+TEST(ObjectParserTest, DropsManagedFieldsWhereverTheMemberIs) {
+  const std::string mf = R"([{"manager":"kubectl","operation":"Update","fieldsV1":{"f:data":{}}}])";
+  struct Case {
+    std::string json;
+    std::string want;
+  };
+  const std::vector<Case> cases = {
+      {absl::StrCat(R"({"metadata":{"name":"a","managedFields":)", mf, R"(,"uid":"u1","labels":{"x":"1"}},"data":{}})"),
+       R"({"metadata":{"name":"a","uid":"u1","labels":{"x":"1"}},"data":{}})"},
+      {absl::StrCat(R"({"metadata":{"managedFields":)", mf, R"(,"name":"a","resourceVersion":"7"}})"),
+       R"({"metadata":{"name":"a","resourceVersion":"7"}})"},
+      {absl::StrCat(R"({"metadata":{"name":"a","namespace":"n","managedFields":)", mf, R"(}})"),
+       R"({"metadata":{"name":"a","namespace":"n"}})"},
+      {absl::StrCat(R"({"metadata":{"managedFields":)", mf, R"(}})"), R"({"metadata":{}})"},
+      {R"({"metadata":{"name":"a","managedFields":null}})", R"({"metadata":{"name":"a"}})"},
+      {absl::StrCat("{ \"metadata\" : {\n  \"name\" : \"a\" ,\n  \"managedFields\" : ", mf,
+                    " ,\n  \"uid\": \"u1\"\n} }"),
+       R"({"metadata":{"name":"a","uid":"u1"}})"},
+      // Only metadata's own member: a data key spelled the same stays.
+      {absl::StrCat(R"({"metadata":{"name":"a","managedFields":)", mf, R"(},"data":{"managedFields":"kept"}})"),
+       R"({"metadata":{"name":"a"},"data":{"managedFields":"kept"}})"},
+  };
+  for (const Case& c : cases) {
+    for (bool compact : {false, true}) {
+      auto object = ParseWith(c.json, {.compact = compact, .drop_managed_fields = true});
+      ASSERT_TRUE(object.ok()) << object.status() << " " << c.json;
+      const std::string stored((*object)->json());
+      if (compact) {
+        EXPECT_EQ(stored, c.want) << c.json;
+      } else {
+        // Without compaction the remaining bytes keep their spacing: compare compacted.
+        auto again = Object::Parse(stored);
+        ASSERT_TRUE(again.ok()) << again.status() << " " << stored;
+        EXPECT_EQ((*again)->json(), c.want) << c.json;
+        EXPECT_EQ(stored.find("managedFields\":["), std::string::npos) << stored;
+      }
+      // The metadata still reads right from the stored copy (the fields after the cut moved).
+      auto reparsed = Object::Parse(c.want).value();
+      EXPECT_EQ((*object)->name(), reparsed->name()) << c.json;
+      EXPECT_EQ((*object)->uid(), reparsed->uid());
+      EXPECT_EQ((*object)->resource_version(), reparsed->resource_version());
+      EXPECT_EQ((*object)->namespace_name(), reparsed->namespace_name());
+      EXPECT_EQ((*object)->key(), reparsed->key());
+      ASSERT_EQ((*object)->labels().size(), reparsed->labels().size());
+    }
+  }
+  // Off, the member stays.
+  auto kept = ParseWith(cases[0].json, {.compact = true});
+  ASSERT_TRUE(kept.ok());
+  EXPECT_NE((*kept)->json().find("managedFields"), absl::string_view::npos);
+}
+
+TEST(ObjectParserTest, DroppingManagedFieldsKeepsListItemsPrefix) {
+  auto object = ParseWith(R"({"metadata":{"managedFields":[{"manager":"m"}],"name":"a"}})",
+                          {.default_kind = "ConfigMap",
+                           .default_api_version = "v1",
+                           .compact = false,
+                           .drop_managed_fields = true});
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ((*object)->json(), R"({"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"a"}})");
+  EXPECT_EQ((*object)->name(), "a");
+}
+
 }  // namespace
 }  // namespace informerd::client

@@ -205,6 +205,7 @@ absl::Status WatchDecoder::DecodeLine(const char* line, size_t len, size_t capac
   const char* line_end = line + trimmed;
   ObjectParseOptions parse_options;
   parse_options.compact = options_.compact;
+  parse_options.drop_managed_fields = options_.drop_managed_fields;
   parse_options.read_initial_events_end = true;
   for (auto field : obj) {
     od::raw_json_string key;

@@ -59,6 +59,8 @@ class WatchDecoder {
     // Remove insignificant whitespace from object bytes. The API server's watch encoder writes
     // compact JSON, so this is off by default.
     bool compact = false;
+    // Leave metadata.managedFields out of the objects (ObjectParseOptions::drop_managed_fields).
+    bool drop_managed_fields = false;
   };
 
   static absl::StatusOr<std::unique_ptr<WatchDecoder>> Create(Options options);

@@ -1,7 +1,8 @@
 // libFuzzer target: the watch decoder must turn any bytes, cut into chunks anywhere, into events
 // or a clean error — never a crash, a hang or a sanitizer report.
 //
-// Input: the first byte picks a chunk length (1..256); the rest is the response body.
+// Input: the first byte picks a chunk length (1..128) and, in its top bit, whether managedFields
+// are cut while decoding; the rest is the response body.
 // Built by tools/fuzz (clang, -fsanitize=fuzzer,address,undefined); also run over its seed
 // corpus by //client:watch_decoder_fuzzer_test under Bazel.
 #include <cstddef>
@@ -15,9 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using informerd::client::WatchDecoder;
   using informerd::client::WatchEvent;
   if (size == 0) return 0;
-  const size_t chunk = 1 + data[0];
+  const size_t chunk = 1 + (data[0] & 0x7f);
+  const bool drop_managed_fields = (data[0] & 0x80) != 0;
   absl::string_view body(reinterpret_cast<const char*>(data) + 1, size - 1);
-  auto decoder = WatchDecoder::Create({.max_event_bytes = 1 << 20}).value();
+  auto decoder =
+      WatchDecoder::Create({.max_event_bytes = 1 << 20, .drop_managed_fields = drop_managed_fields})
+          .value();
   std::vector<WatchEvent> events;
   absl::Status status;
   for (size_t at = 0; at < body.size() && status.ok(); at += chunk) {

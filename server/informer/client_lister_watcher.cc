@@ -33,6 +33,7 @@ absl::StatusOr<ListPage> ClientListerWatcher::List(const ListRequest& request) {
   options.resource_version_match = request.resource_version_match;
   options.limit = request.limit;
   options.continue_token = request.continue_token;
+  options.drop_managed_fields = options_.drop_managed_fields;
   absl::StatusOr<client::ListResult> result = options_.client->List(options_.resource, options);
   if (!result.ok()) return result.status();
   ListPage page;
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<WatchHandle>> ClientListerWatcher::Watch(const Wa
   options.timeout_seconds = request.timeout_seconds;
   if (request.send_initial_events) options.send_initial_events = true;
   options.idle_timeout = request.idle_timeout;
+  options.drop_managed_fields = options_.drop_managed_fields;
   absl::StatusOr<std::unique_ptr<client::WatchStream>> stream = options_.client->Watch(
       options_.resource, options,
       client::WatchHandler{.on_events = std::move(callbacks.on_events),

@@ -33,6 +33,9 @@ struct ClientListerWatcherOptions {
   std::string namespace_name;  // "" for all namespaces (or a cluster-scoped resource)
   std::string label_selector;
   std::string field_selector;
+  // Objects leave metadata.managedFields out, cut while they are decoded (one parse): the
+  // informer's default transform done at the source, which it then skips (drops_managed_fields).
+  bool drop_managed_fields = false;
 };
 
 class ClientListerWatcher : public ListerWatcher {
@@ -45,6 +48,7 @@ class ClientListerWatcher : public ListerWatcher {
   absl::StatusOr<ListPage> List(const ListRequest& request) override;
   absl::StatusOr<std::unique_ptr<WatchHandle>> Watch(const WatchRequest& request,
                                                      WatchCallbacks callbacks) override;
+  bool drops_managed_fields() const override { return options_.drop_managed_fields; }
 
  private:
   explicit ClientListerWatcher(ClientListerWatcherOptions options) : options_(std::move(options)) {}

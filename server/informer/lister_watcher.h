@@ -75,6 +75,10 @@ class ListerWatcher {
   virtual absl::StatusOr<ListPage> List(const ListRequest& request) = 0;
   virtual absl::StatusOr<std::unique_ptr<WatchHandle>> Watch(const WatchRequest& request,
                                                              WatchCallbacks callbacks) = 0;
+  // Whether the objects it returns never hold metadata.managedFields because it cuts them while
+  // decoding: an informer whose transform strips them then leaves that step out (the objects
+  // are parsed once, not again by the transform).
+  virtual bool drops_managed_fields() const { return false; }
 };
 
 }  // namespace informerd::informer

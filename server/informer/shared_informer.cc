@@ -29,7 +29,10 @@ absl::StatusOr<std::unique_ptr<SharedInformer>> SharedInformer::Create(
   if (options.default_buffer_size == 0) {
     return absl::InvalidArgumentError("shared informer: default_buffer_size must be positive");
   }
-  absl::StatusOr<std::unique_ptr<Transform>> transform = Transform::Create(options.transform);
+  // The transform applied here: the declared one, less what the source already does.
+  TransformOptions applied = options.transform;
+  if (options.lister_watcher->drops_managed_fields()) applied.strip_managed_fields = false;
+  absl::StatusOr<std::unique_ptr<Transform>> transform = Transform::Create(applied);
   if (!transform.ok()) return transform.status();
   absl::StatusOr<std::unique_ptr<ThreadSafeStore>> store =
       ThreadSafeStore::Create({.indexers = std::move(options.indexers)});

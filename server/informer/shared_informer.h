@@ -135,6 +135,8 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   ReflectorStatus reflector_status() const { return reflector_->status(); }
   InformerMemory memory() const;
   const std::string& name() const { return name_; }
+  // The transform this informer applies: the declared one less what its source already does
+  // (ListerWatcher::drops_managed_fields).
   const Transform& transform() const { return *transform_; }
 
   // ProcessorListener::OverflowResolver:

@@ -47,12 +47,17 @@ class SharedInformerKubeTest : public ::testing::Test {
     client_ = client::Client::Create({.config = *config, .user_agent = "informerd-kube-test"}).value();
   }
 
+  // managedFields go either while objects are decoded (`drop_at_source`, as the daemon runs) or
+  // through the informer's transform: the same cache either way.
   std::unique_ptr<SharedInformer> Informer(const client::GroupVersionResource& resource,
-                                           const std::string& ns, bool streaming) {
+                                           const std::string& ns, bool streaming,
+                                           bool drop_at_source = true) {
     SharedInformerOptions options;
     options.name = absl::StrCat(resource.resource, "@", ns, streaming ? "/streaming" : "/listing");
-    options.lister_watcher = ClientListerWatcher::Create(
-                                 {.client = client_.get(), .resource = resource, .namespace_name = ns})
+    options.lister_watcher = ClientListerWatcher::Create({.client = client_.get(),
+                                                          .resource = resource,
+                                                          .namespace_name = ns,
+                                                          .drop_managed_fields = drop_at_source})
                                  .value();
     options.use_streaming_list = streaming;
     auto informer = SharedInformer::Create(std::move(options)).value();
@@ -97,7 +102,10 @@ TEST_F(SharedInformerKubeTest, ConfigMapInformersSyncAndFollowChanges) {
     ASSERT_TRUE(client_->Create(kConfigMaps, ns, ConfigMap(absl::StrCat("cm-", i), "0")).ok());
   }
   auto listing = Informer(kConfigMaps, ns, /*streaming=*/false);
-  auto streaming = Informer(kConfigMaps, ns, /*streaming=*/true);
+  auto streaming = Informer(kConfigMaps, ns, /*streaming=*/true, /*drop_at_source=*/false);
+  // Cut at the source, the strip is not done again; by the transform, it is.
+  EXPECT_TRUE(listing->transform().identity());
+  EXPECT_FALSE(streaming->transform().identity());
   ExpectConverged(*listing, kConfigMaps, ns);
   ExpectConverged(*streaming, kConfigMaps, ns);
   // kube-apiserver v1.37 serves streaming lists, but it gzips watch responses and client/'s
@@ -127,6 +135,9 @@ TEST_F(SharedInformerKubeTest, ConfigMapInformersSyncAndFollowChanges) {
   ASSERT_NE(cm, nullptr);
   EXPECT_THAT(cm->json(), HasSubstr(R"("v":"1")"));
   EXPECT_THAT(cm->json(), Not(HasSubstr("managedFields")));
+  ObjectPtr streamed = streaming->store().Get(absl::StrCat(ns, "/cm-0")).object;
+  ASSERT_NE(streamed, nullptr);
+  EXPECT_EQ(streamed->json(), cm->json());
   EXPECT_EQ(listing->lister().ListNamespace(ns, LabelSelector::Parse("app=web").value()).objects.size(),
             26u);
 }

@@ -15,6 +15,9 @@
 // Drops apply inside kept subtrees too. A path through a value that is not an object leaves that
 // value alone.
 //
+// The daemon's informers do the managedFields strip while decoding instead (one parse of each
+// object: ClientListerWatcherOptions.drop_managed_fields), and apply the rest here.
+//
 // The result is a new immutable Object (compact JSON plus parsed metadata). When the transform
 // changes nothing — no dropped field is present — Apply returns the very object it was given
 // without parsing it, so the default costs one scan of the bytes for objects that have no

@@ -321,7 +321,9 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
                                              .resource = info->gvr,
                                              .namespace_name = spec.namespace_(),
                                              .label_selector = v->label_selector,
-                                             .field_selector = v->field_selector});
+                                             .field_selector = v->field_selector,
+                                             .drop_managed_fields =
+                                                 v->transform.strip_managed_fields});
   if (!lw.ok()) return lw.status();
   informer::SharedInformerOptions options;
   options.name = id;

@@ -62,29 +62,35 @@ Queue::~Queue() {
 // ---- slots ----
 
 Queue::SlotId Queue::SlotForLocked(absl::string_view key) {
-  // One hash and one probe whether the key is live or new.
-  const HashedKey hashed{key, Hash32(key)};
-  auto it = index_.lazy_emplace(hashed, [&](const auto& construct) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    SlotId id;
-    if (free_head_ != kNoSlot) {
-      id = free_head_;
-      free_head_ = slots_[id].next;
-      --free_count_;
-    } else {
-      id = static_cast<SlotId>(slots_.size());
-      slots_.emplace_back();
-    }
-    Slot& slot = slots_[id];
-    slot.key.assign(key.data(), key.size());
-    slot.hash32 = hashed.hash32;
-    slot.next = kNoSlot;
-    construct(Entry(hashed.hash32, id));
-  });
-  return static_cast<SlotId>(*it);
+  const uint32_t hash32 = Hash32(key);
+  const SlotIndex::Found found = index_.Find(
+      hash32, [&](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[id].key == key; });
+  if (found.id != SlotIndex::kNone) return found.id;
+  SlotId id;
+  if (free_head_ != kNoSlot) {
+    id = free_head_;
+    free_head_ = slots_[id].next;
+    --free_count_;
+  } else {
+    id = static_cast<SlotId>(slots_.size());
+    slots_.emplace_back();
+  }
+  Slot& slot = slots_[id];
+  slot.key.assign(key.data(), key.size());
+  slot.hash32 = hash32;
+  slot.next = kNoSlot;
+  slot.index_pos = index_.Insert(
+      hash32, id, [&](uint32_t moved, uint32_t pos) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        slots_[moved].index_pos = pos;
+      });
+  return id;
 }
 
-Queue::Index::iterator Queue::FindEntryLocked(absl::string_view key) {
-  return index_.find(HashedKey{key, Hash32(key)});
+Queue::SlotId Queue::FindLocked(absl::string_view key) {
+  const SlotIndex::Found found = index_.Find(
+      Hash32(key),
+      [&](uint32_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[id].key == key; });
+  return found.id == SlotIndex::kNone ? kNoSlot : found.id;
 }
 
 void Queue::ReleaseIfIdleLocked(SlotId id) {
@@ -93,15 +99,9 @@ void Queue::ReleaseIfIdleLocked(SlotId id) {
   FreeLocked(id);
 }
 
-void Queue::FreeLocked(SlotId id) { FreeLocked(id, index_.end()); }
-
-void Queue::FreeLocked(SlotId id, Index::iterator it) {
+void Queue::FreeLocked(SlotId id) {
   Slot& slot = slots_[id];
-  if (it != index_.end()) {
-    index_.erase(it);
-  } else {
-    index_.erase(Entry(slot.hash32, id));
-  }
+  index_.Erase(slot.index_pos);  // a store where the slot says: no probe
   if (free_count_ >= kFreeSlotsKeepingBuffers) {
     std::string().swap(slot.key);  // bound memory kept after a burst
   }
@@ -274,13 +274,12 @@ size_t Queue::TryGetBatch(size_t max, std::vector<std::string>* out) {
 
 absl::Status Queue::Done(absl::string_view key) {
   MutexLock lock(&mu_);
-  auto it = FindEntryLocked(key);
-  SlotId id = it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
+  const SlotId id = FindLocked(key);
   if (id == kNoSlot || !slots_[id].processing) {
     return absl::FailedPreconditionError(
         absl::StrCat("key \"", key, "\" is not being processed; Done ignored"));
   }
-  DoneLocked(id, it);
+  DoneLocked(id);
   return absl::OkStatus();
 }
 
@@ -294,7 +293,7 @@ absl::Status Queue::Done(const Lease& lease) {
         "lease of key \"", lease.key, "\" with token ", lease.token,
         " is not current (already done, or the key was handed out again); Done ignored"));
   }
-  DoneLocked(lease.slot, index_.end());
+  DoneLocked(lease.slot);
   return absl::OkStatus();
 }
 
@@ -311,18 +310,18 @@ size_t Queue::DoneAll(absl::Span<const HandOut> ends) {
   for (const HandOut& e : ends) {
     if (!current(e)) continue;
     const Slot& slot = slots_[e.slot];
-    if (!slot.dirty && slot.waiting_seq == 0) index_.prefetch(Entry(slot.hash32, e.slot));
+    if (!slot.dirty && slot.waiting_seq == 0) index_.PrefetchForErase(slot.index_pos);
   }
   size_t ended = 0;
   for (const HandOut& e : ends) {
     if (!current(e)) continue;
-    DoneLocked(e.slot, index_.end());
+    DoneLocked(e.slot);
     ++ended;
   }
   return ended;
 }
 
-void Queue::DoneLocked(SlotId id, Index::iterator it) {
+void Queue::DoneLocked(SlotId id) {
   Slot& slot = slots_[id];
   slot.processing = false;
   --processing_count_;
@@ -335,7 +334,7 @@ void Queue::DoneLocked(SlotId id, Index::iterator it) {
     if (metrics_ != nullptr) metrics_->depth->Inc();
     PushBackLocked(id);
   } else if (slot.waiting_seq == 0) {
-    FreeLocked(id, it);
+    FreeLocked(id);
   }
 }
 

@@ -52,6 +52,7 @@
 #include "base/hash.h"
 #include "base/mutex.h"
 #include "server/workqueue/metrics.h"
+#include "server/workqueue/slot_index.h"
 
 namespace informerd::workqueue {
 
@@ -166,41 +167,13 @@ class Queue {
     int64_t added_at_ns = 0;       // metrics only: when it became dirty
     int64_t started_at_ns = 0;     // metrics only: when Get handed it out
     uint64_t token = 0;            // fencing token of the current hand-out, while processing
-    uint32_t hash32 = 0;           // Hash32(key): finds its index entry without the key
+    uint32_t hash32 = 0;           // Hash32(key)
+    uint32_t index_pos = 0;        // where index_ keeps this live slot's entry
   };
 
-  // The index of live slots. Each element packs a slot id with 32 bits of its key's hash, so
-  // the table rehashes and erases without touching slots, and a probe reads a slot's key only
-  // when those 32 bits match. Lookups take a HashedKey (a key and its 32-bit hash).
-  using IndexEntry = uint64_t;  // hash32 << 32 | slot id
-  struct HashedKey {
-    absl::string_view key;
-    uint32_t hash32;
-  };
   static uint32_t Hash32(absl::string_view key) {
     return static_cast<uint32_t>(HashBytes(key) >> 32);
   }
-  static IndexEntry Entry(uint32_t hash32, SlotId id) {
-    return static_cast<uint64_t>(hash32) << 32 | id;
-  }
-  struct IndexHash {
-    using is_transparent = void;
-    // Spreads the 32 stored bits over the 64 the table uses (low bits probe, top bits tag).
-    static size_t Spread(uint32_t h) { return (static_cast<uint64_t>(h) * 0x9e3779b97f4a7c15ull) ^ h; }
-    size_t operator()(IndexEntry e) const { return Spread(static_cast<uint32_t>(e >> 32)); }
-    size_t operator()(const HashedKey& k) const { return Spread(k.hash32); }
-  };
-  struct IndexEq {
-    using is_transparent = void;
-    const std::deque<Slot>* slots;
-    bool operator()(IndexEntry a, IndexEntry b) const { return a == b; }
-    bool operator()(IndexEntry a, const HashedKey& b) const {
-      return static_cast<uint32_t>(a >> 32) == b.hash32 &&
-             (*slots)[static_cast<SlotId>(a)].key == b.key;
-    }
-    bool operator()(const HashedKey& a, IndexEntry b) const { return (*this)(b, a); }
-  };
-  using Index = absl::flat_hash_set<IndexEntry, IndexHash, IndexEq>;
 
   // The one lock of this queue and of the layers built on it (delaying, rate limiting).
   mutable Mutex mu_;
@@ -221,21 +194,14 @@ class Queue {
  private:
   // Unindexes and frees the idle slot `id`.
   void FreeLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // As FreeLocked, when the caller already holds the slot's index position.
-  void FreeLocked(SlotId id, Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live slot of `key`, or kNoSlot.
-  SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    auto it = FindEntryLocked(key);
-    return it == index_.end() ? kNoSlot : static_cast<SlotId>(*it);
-  }
-  Index::iterator FindEntryLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PushBackLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Hands out the front key. REQUIRES: len_ > 0.
   SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillLeaseLocked(SlotId id, Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends processing of the live slot `id` (found by key or by lease).
-  // `it` is the slot's index position when the caller has it, else index_.end().
-  void DoneLocked(SlotId id, Index::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DoneLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Spins briefly, without the lock, for a key to arrive or shutdown; then takes the lock and
   // waits for it. Returns with the lock held and a key waiting or the queue shut down.
   void WaitForWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -250,7 +216,7 @@ class Queue {
   SlotId free_head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Every live slot, by its key.
-  Index index_ ABSL_GUARDED_BY(mu_){0, IndexHash{}, IndexEq{&slots_}};
+  SlotIndex index_ ABSL_GUARDED_BY(mu_);
   // The FIFO, linked through Slot::next: a slot is in it, once, iff dirty and not processing.
   SlotId head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
   SlotId tail_ ABSL_GUARDED_BY(mu_) = kNoSlot;

@@ -80,6 +80,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/arena.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -787,7 +788,19 @@ class Load {
     v1::ProcessRequest answer;
     LatencyHistogram local;
     int64_t last_flush = NowNs();
-    while (stream->Read(&res)) {
+    // Each message is read into a fresh one on a reset arena, as the daemon reads outcomes: a
+    // reused message would free and rebuild its `leases` on every parse (a cleared oneof is
+    // deleted), and this tool shares the machine with the daemon it measures.
+    constexpr size_t kArenaBlock = 32 << 10;
+    std::unique_ptr<char[]> block(new char[kArenaBlock]);
+    google::protobuf::Arena arena(block.get(), kArenaBlock);
+    auto next = [&]() -> v1::ProcessResponse* {
+      arena.Reset();
+      v1::ProcessResponse* m = google::protobuf::Arena::CreateMessage<v1::ProcessResponse>(&arena);
+      return stream->Read(m) ? m : nullptr;
+    };
+    while (const v1::ProcessResponse* in = next()) {
+      const v1::ProcessResponse& res = *in;
       if (res.has_refusals()) {
         counters_.refusals += static_cast<uint64_t>(res.refusals().refusals_size());
         for (const v1::Refusal& r : res.refusals().refusals()) {

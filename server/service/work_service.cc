@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "base/mutex.h"
+#include "google/protobuf/arena.h"
 #include "server/service/access.h"
 #include "server/service/limits.h"
 #include "server/service/object_proto.h"
@@ -35,7 +36,7 @@ class WorkService::Stream final
 
   void Begin() {
     self_ = shared_from_this();
-    StartRead(&in_);
+    StartRead(in_);
   }
 
   // LeaseSink (dispatcher thread):
@@ -70,12 +71,12 @@ class WorkService::Stream final
       Authorize();  // reads on once the caller is allowed
       return;
     } else {
-      switch (in_.kind_case()) {
+      switch (in_->kind_case()) {
         case v1::ProcessRequest::kOutcomes:
-          SendRefusals(worker_->Apply(in_.outcomes()));
+          SendRefusals(worker_->Apply(in_->outcomes()));
           break;
         case v1::ProcessRequest::kHeartbeat:
-          SendRefusals(worker_->Heartbeat(in_.heartbeat()));
+          SendRefusals(worker_->Heartbeat(in_->heartbeat()));
           break;
         case v1::ProcessRequest::kDrain: {
           std::deque<workqueue::Lease> unsent;
@@ -95,7 +96,7 @@ class WorkService::Stream final
           break;  // an empty message: nothing to do
       }
     }
-    StartRead(&in_);
+    NextRead();
   }
 
   void OnWriteDone(bool ok) override {
@@ -125,12 +126,22 @@ class WorkService::Stream final
   }
 
  private:
+  // Reads the next message into a fresh one on the reset arena: parsing a batch of outcomes then
+  // allocates nothing once the arena's first block has grown to a batch (a message reused
+  // instead would free and rebuild its `outcomes` on every parse: clearing a oneof deletes it).
+  void NextRead() {
+    in_ = nullptr;
+    arena_.Reset();
+    in_ = google::protobuf::Arena::CreateMessage<v1::ProcessRequest>(&arena_);
+    StartRead(in_);
+  }
+
   // The first message's checks that need no lookup.
   grpc::Status ValidateStart() {
-    if (in_.kind_case() != v1::ProcessRequest::kStart) {
+    if (in_->kind_case() != v1::ProcessRequest::kStart) {
       return ToGrpc(InvalidField("start", "the first message must be start"));
     }
-    const v1::Start& start = in_.start();
+    const v1::Start& start = in_->start();
     if (start.queue().empty()) {
       return ToGrpc(InvalidField("start.queue", "required"));
     }
@@ -156,7 +167,7 @@ class WorkService::Stream final
       MutexLock lock(&mu_);
       authorizing_ = true;
     }
-    const v1::Start& start = in_.start();
+    const v1::Start& start = in_->start();
     auth::RequirementFn need = [informers = informers_, queue = start.queue(),
                                 object_informer = start.object_informer_id()]()
         -> absl::StatusOr<auth::Requirement> {
@@ -198,7 +209,7 @@ class WorkService::Stream final
       ticket_ = std::move(ticket);
       s = HandleStart();
       // Before authorizing_ ends, so that no Finish can precede it.
-      if (s.ok()) StartRead(&in_);
+      if (s.ok()) StartRead(in_);
     }
     {
       MutexLock lock(&mu_);
@@ -212,7 +223,7 @@ class WorkService::Stream final
   }
 
   grpc::Status HandleStart() {
-    const v1::Start& start = in_.start();
+    const v1::Start& start = in_->start();
     if (!start.object_informer_id().empty()) {
       std::optional<SourceInformer> inf = queues_->lookups().informer(start.object_informer_id());
       if (!inf.has_value() || inf->informer == nullptr) {
@@ -385,7 +396,11 @@ class WorkService::Stream final
   auth::Ticket ticket_;  // the caller's stream slot, from authorization until the stream goes
   std::shared_ptr<Stream> self_;  // until OnDone
   // Read side: touched only by the serialized read reactions (and OnDone, after them).
-  v1::ProcessRequest in_;
+  // The arena's first block is ours, and Reset keeps it: a batch of 128 outcomes fits in it.
+  static constexpr size_t kArenaBlock = 16 << 10;
+  std::unique_ptr<char[]> arena_block_{new char[kArenaBlock]};
+  google::protobuf::Arena arena_{arena_block_.get(), kArenaBlock};
+  v1::ProcessRequest* in_ = google::protobuf::Arena::CreateMessage<v1::ProcessRequest>(&arena_);
   std::shared_ptr<NamedQueue> queue_;
   std::unique_ptr<Worker> worker_;
   // Set by HandleStart, before any delivery can be written; read by the writer.

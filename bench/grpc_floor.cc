@@ -6,15 +6,24 @@
 //       {"mode":"stream","batch":16,"messages_per_second":...,"keys_per_second":...}
 //   grpc_floor --mode=pingpong --duration=3s
 //       {"mode":"pingpong","round_trips":...,"p50_us":...,"p99_us":...}
+//   grpc_floor --mode=events --event_bytes=500 --batch=16 --subscribers=100 --duration=3s
+//       {"mode":"events","events_per_second":...,"messages_per_second":...}
 //
 // stream: the server writes batches of --batch keys as fast as the stream takes them; the client
-// reads for --duration. pingpong: sequential unary calls for --duration.
+// reads for --duration. pingpong: sequential unary calls for --duration. events: the floor of
+// Watch fan-out — --subscribers streams (one client thread each, over at most 8 channels, as
+// bench/load's subscribers) to each of which the server writes one shared, once-serialized
+// message of --batch events of --event_bytes each, with gRPC's callback API as informerd does;
+// the clients parse what they read.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -37,8 +46,58 @@ int64_t NowNs() {
       .count();
 }
 
-class FloorService final : public fv1::Floor::Service {
+// One Events stream: writes the shared message again each time the last write completed.
+class EventsReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  explicit EventsReactor(const grpc::ByteBuffer& message) : message_(message) {
+    StartWrite(&message_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) {
+      StartWrite(&message_);
+    } else {
+      Finish(grpc::Status::OK);
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  const grpc::ByteBuffer message_;  // a copy shares the slices: no bytes copied
+};
+
+class ErrorReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit ErrorReactor(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+class FloorService final : public fv1::Floor::WithRawCallbackMethod_Events<fv1::Floor::Service> {
+ public:
+  // The message is serialized once, on the first call: every stream writes the same bytes.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Events(grpc::CallbackServerContext*,
+                                                     const grpc::ByteBuffer* raw) override {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (raw->Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+    }
+    fv1::EventsRequest request;
+    if (!request.ParseFromString(bytes) || request.event_bytes() < 1 ||
+        request.event_bytes() > (1 << 20) || request.batch() < 1 || request.batch() > 100000) {
+      return new ErrorReactor(grpc::Status(
+          grpc::INVALID_ARGUMENT, "event_bytes: 1..1048576 and batch: 1..100000 required"));
+    }
+    std::call_once(once_, [&] {
+      fv1::EventBatch batch;
+      for (uint32_t i = 0; i < request.batch(); ++i) {
+        batch.add_events(std::string(request.event_bytes(), static_cast<char>('a' + i % 26)));
+      }
+      grpc::Slice slice(batch.SerializeAsString());
+      message_ = grpc::ByteBuffer(&slice, 1);
+    });
+    return new EventsReactor(message_);
+  }
+
   grpc::Status Stream(grpc::ServerContext* context, const fv1::StreamRequest* request,
                       grpc::ServerWriter<fv1::Batch>* writer) override {
     if (request->batch() < 1 || request->batch() > 100000) {
@@ -63,6 +122,10 @@ class FloorService final : public fv1::Floor::Service {
     response->set_sequence(request->sequence());
     return grpc::Status::OK;
   }
+
+ private:
+  std::once_flag once_;
+  grpc::ByteBuffer message_;
 };
 
 int Fail(const std::string& message) {
@@ -72,7 +135,8 @@ int Fail(const std::string& message) {
 
 int Run(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
-      {"mode", "stream"}, {"batch", "1"}, {"duration", "3s"}};
+      {"mode", "stream"}, {"batch", "1"}, {"duration", "3s"}, {"event_bytes", "500"},
+      {"subscribers", "100"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (!absl::StartsWith(arg, "--") || arg.find('=') == std::string::npos) {
@@ -91,9 +155,19 @@ int Run(int argc, char** argv) {
   if (!absl::ParseDuration(flags["duration"], &duration) || duration <= absl::ZeroDuration()) {
     return Fail("--duration: expected a positive duration such as 3s");
   }
+  uint32_t event_bytes = 0;
+  if (!absl::SimpleAtoi(flags["event_bytes"], &event_bytes) || event_bytes < 1 ||
+      event_bytes > (1 << 20)) {
+    return Fail("--event_bytes: expected an integer in 1..1048576");
+  }
+  int subscribers = 0;
+  if (!absl::SimpleAtoi(flags["subscribers"], &subscribers) || subscribers < 1 ||
+      subscribers > 10000) {
+    return Fail("--subscribers: expected an integer in 1..10000");
+  }
   const std::string mode = flags["mode"];
-  if (mode != "stream" && mode != "pingpong") {
-    return Fail("--mode: expected stream or pingpong");
+  if (mode != "stream" && mode != "pingpong" && mode != "events") {
+    return Fail("--mode: expected stream, pingpong or events");
   }
 
   FloorService service;
@@ -108,7 +182,61 @@ int Run(int argc, char** argv) {
   auto stub = fv1::Floor::NewStub(channel);
   const int64_t duration_ns = absl::ToInt64Nanoseconds(duration);
 
-  if (mode == "stream") {
+  if (mode == "events") {
+    // As bench/load's subscribers: a thread each, over at most 8 channels.
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    for (int i = 0; i < std::min(subscribers, 8); ++i) {
+      grpc::ChannelArguments args;
+      args.SetInt("informerd.floor.channel", i);  // distinct arguments: a connection each
+      channels.push_back(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                                   grpc::InsecureChannelCredentials(), args));
+    }
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    for (int i = 0; i < subscribers; ++i) contexts.push_back(std::make_unique<grpc::ClientContext>());
+    std::atomic<int> open{0};
+    std::atomic<uint64_t> events{0};
+    std::atomic<uint64_t> messages{0};
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < subscribers; ++i) {
+      threads.emplace_back([&, i] {
+        auto sub = fv1::Floor::NewStub(channels[static_cast<size_t>(i) % channels.size()]);
+        fv1::EventsRequest request;
+        request.set_event_bytes(event_bytes);
+        request.set_batch(batch);
+        auto reader = sub->Events(contexts[i].get(), request);
+        fv1::EventBatch message;
+        if (!reader->Read(&message)) {
+          ++failed;
+        }
+        ++open;
+        while (reader->Read(&message)) {
+          events.fetch_add(static_cast<uint64_t>(message.events_size()), std::memory_order_relaxed);
+          messages.fetch_add(1, std::memory_order_relaxed);
+        }
+        reader->Finish().IgnoreError();
+      });
+    }
+    while (open.load() < subscribers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Counting starts once every stream has its first message.
+    const uint64_t events_before = events.load();
+    const uint64_t messages_before = messages.load();
+    const int64_t start = NowNs();
+    std::this_thread::sleep_for(std::chrono::nanoseconds(duration_ns));
+    const uint64_t delivered = events.load() - events_before;
+    const uint64_t written = messages.load() - messages_before;
+    const int64_t now = NowNs();
+    for (auto& c : contexts) c->TryCancel();
+    for (std::thread& t : threads) t.join();
+    if (failed.load() > 0) return Fail("an events stream ended before its first message");
+    const double seconds = static_cast<double>(now - start) / 1e9;
+    std::printf(
+        "{\"mode\":\"events\",\"event_bytes\":%u,\"batch\":%u,\"subscribers\":%d,"
+        "\"events\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
+        "\"messages_per_second\":%.1f}\n",
+        event_bytes, batch, subscribers, static_cast<unsigned long long>(delivered), seconds,
+        static_cast<double>(delivered) / seconds, static_cast<double>(written) / seconds);
+  } else if (mode == "stream") {
     grpc::ClientContext context;
     fv1::StreamRequest request;
     request.set_batch(batch);

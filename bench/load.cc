@@ -44,7 +44,8 @@
 //   --apiserver=URL        make changes on this API server (plain HTTP, no auth: a test server):
 //   --change_rate=0        ConfigMap merge-patches/s in --namespace, each stamped with the time it
 //                          was sent (data.ts); latency is measured from it to the key's delivery
-//                          and to each subscriber's event.
+//                          and to each subscriber's event. With --subscribers, changes start once
+//                          every subscriber has its initial objects.
 //   --change_objects=100   ConfigMaps load-000000 .. created before the run (existing ones reused).
 //   --change_threads=4     HTTP connections making changes.
 //   --churn                the API server makes the --change_rate changes itself (the fake API
@@ -930,6 +931,7 @@ class Load {
       uint64_t live = 0;
       for (const v1::WatchEvent& e : res.events()) {
         if (e.type() == v1::WatchEvent::RESNAPSHOT) ++counters_.resnapshots;
+        if (e.type() == v1::WatchEvent::SYNCED) ++synced_subscribers_;
         if (e.initial() || (e.type() != v1::WatchEvent::ADDED &&
                             e.type() != v1::WatchEvent::UPDATED &&
                             e.type() != v1::WatchEvent::DELETED)) {
@@ -1035,6 +1037,14 @@ class Load {
       threads.emplace_back(&Load::Getter, this, get_.back().get());
     }
     for (int i = 0; i < o_.adders; ++i) threads.emplace_back(&Load::Adder, this, i);
+    if (o_.subscribers > 0 && o_.change_rate > 0) {
+      // Changes start once every subscriber has its initial objects: the initial flood (100
+      // subscribers of 1000 objects: 100k events) is not what change → event latency measures.
+      const int64_t give_up = NowNs() + 60'000'000'000;
+      while (synced_subscribers_.load() < o_.subscribers && NowNs() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
     for (int i = 0; i < o_.change_threads && o_.change_rate > 0 && !o_.churn; ++i) {
       threads.emplace_back(&Load::Changer, this, i);
     }
@@ -1198,6 +1208,8 @@ class Load {
   std::vector<grpc::ClientContext*> restarted_ ABSL_GUARDED_BY(leader_mu_);
   std::vector<std::shared_ptr<grpc::Channel>> subscriber_channels_;
   std::atomic<bool> stop_{false};
+  // Subscribers that have their initial objects (SYNCED).
+  std::atomic<int> synced_subscribers_{0};
   bool tracking_ = false;  // set before the threads start
   PendingTimes pending_;
   Counters counters_;

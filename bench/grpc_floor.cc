@@ -14,7 +14,8 @@
 // Watch fan-out — --subscribers streams (one client thread each, over at most 8 channels, as
 // bench/load's subscribers) to each of which the server writes one shared, once-serialized
 // message of --batch events of --event_bytes each, with gRPC's callback API as informerd does;
-// the clients parse what they read.
+// the events are ConfigMap-shaped informerd.v1.WatchEvents and the clients parse them as
+// bench/load's subscribers do, so that the floor has the same decoding cost on the client side.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -33,17 +34,46 @@
 #include "absl/time/time.h"
 #include "bench/latency_histogram.h"
 #include "floor/v1/floor.grpc.pb.h"
+#include "informerd/v1/informers.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace informerd::bench {
 namespace {
 
 namespace fv1 = ::informerd::bench::floor::v1;
+namespace v1 = ::informerd::v1;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// An UPDATED informerd.v1.WatchEvent shaped like a ConfigMap's (the metadata informerd fills in, two
+// labels), its JSON padded so that the event is `bytes` long (or as short as it can be).
+v1::WatchEvent WatchEventOf(uint32_t i, uint32_t bytes) {
+  v1::WatchEvent e;
+  e.set_type(v1::WatchEvent::UPDATED);
+  v1::ObjectMeta* meta = e.mutable_object()->mutable_metadata();
+  meta->set_namespace_("bench-fanout");
+  meta->set_name(absl::StrFormat("seed-%07d", i));
+  meta->set_key(absl::StrCat(meta->namespace_(), "/", meta->name()));
+  meta->set_uid("749c37e3-5a6e-4a13-a880-9115cbea372e");
+  meta->set_resource_version(absl::StrCat(1000000 + i));
+  meta->set_api_version("v1");
+  meta->set_kind("ConfigMap");
+  meta->set_creation_timestamp("2026-12-02T03:32:44Z");
+  (*meta->mutable_labels())["fake.informerd.io/seed"] = "true";
+  (*meta->mutable_labels())["fake.informerd.io/bucket"] = absl::StrCat(i % 10);
+  // Lengths are varints: a few rounds settle the json's length.
+  size_t json = 0;
+  for (int round = 0; round < 4; ++round) {
+    const size_t size = e.ByteSizeLong();
+    if (size == bytes) break;
+    json = size < bytes ? json + (bytes - size) : json - std::min(json, size - bytes);
+    e.mutable_object()->set_json(std::string(json, 'x'));
+  }
+  return e;
 }
 
 // One Events stream: writes the shared message again each time the last write completed.
@@ -88,9 +118,9 @@ class FloorService final : public fv1::Floor::WithRawCallbackMethod_Events<fv1::
           grpc::INVALID_ARGUMENT, "event_bytes: 1..1048576 and batch: 1..100000 required"));
     }
     std::call_once(once_, [&] {
-      fv1::EventBatch batch;
+      v1::WatchResponse batch;
       for (uint32_t i = 0; i < request.batch(); ++i) {
-        batch.add_events(std::string(request.event_bytes(), static_cast<char>('a' + i % 26)));
+        *batch.add_events() = WatchEventOf(i, request.event_bytes());
       }
       grpc::Slice slice(batch.SerializeAsString());
       message_ = grpc::ByteBuffer(&slice, 1);
@@ -200,12 +230,18 @@ int Run(int argc, char** argv) {
     std::vector<std::thread> threads;
     for (int i = 0; i < subscribers; ++i) {
       threads.emplace_back([&, i] {
-        auto sub = fv1::Floor::NewStub(channels[static_cast<size_t>(i) % channels.size()]);
         fv1::EventsRequest request;
         request.set_event_bytes(event_bytes);
         request.set_batch(batch);
-        auto reader = sub->Events(contexts[i].get(), request);
-        fv1::EventBatch message;
+        // Read as the informerd.v1.WatchResponse the EventBatch is (same field 1), so that each
+        // subscriber decodes what bench/load's subscribers decode.
+        std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader(
+            grpc::internal::ClientReaderFactory<v1::WatchResponse>::Create(
+                channels[static_cast<size_t>(i) % channels.size()].get(),
+                grpc::internal::RpcMethod("/informerd.bench.floor.v1.Floor/Events",
+                                          grpc::internal::RpcMethod::SERVER_STREAMING),
+                contexts[i].get(), request));
+        v1::WatchResponse message;
         if (!reader->Read(&message)) {
           ++failed;
         }

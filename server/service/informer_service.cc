@@ -418,9 +418,9 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<grpc::Byte
         synced_sent_ = true;
       }
       if (writer_.events() > 0) {
-        // A new buffer, not one written into: gRPC took the last one's slices inside StartWrite
+        // A new buffer swapped in, not the last one written into: gRPC took its slices in StartWrite
         // (see ListReactor::WriteNext).
-        response_ = writer_.Finish();
+        writer_.Finish(&response_);
         // OnWriteDone (and the next Pump) may run on another thread: base/tsan.h.
         TsanRelease(this);
         StartWrite(&response_);

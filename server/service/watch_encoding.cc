@@ -135,13 +135,13 @@ void WatchResponseWriter::Flush() {
   pending_.clear();
 }
 
-grpc::ByteBuffer WatchResponseWriter::Finish() {
+void WatchResponseWriter::Finish(grpc::ByteBuffer* out) {
   Flush();
   grpc::ByteBuffer message(slices_.data(), slices_.size());
+  out->Swap(&message);
   slices_.clear();
   events_ = 0;
   bytes_ = 0;
-  return message;
 }
 
 }  // namespace informerd::service

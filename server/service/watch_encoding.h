@@ -8,7 +8,8 @@
 //   EncodedEvent event = EncodeEvent(notification, /*include_old_object=*/false);
 //   if (writer.events() > 0 && writer.bytes() + event.size() > max_bytes) ...;  // next message
 //   writer.Add(std::move(event));
-//   grpc::ByteBuffer message = writer.Finish();  // parses as the v1::WatchResponse
+//   grpc::ByteBuffer message;
+//   writer.Finish(&message);  // parses as the v1::WatchResponse
 //
 // The bytes are exactly the ones SerializeToString gives for the v1::WatchResponse that
 // ObjectToProto-based conversion builds: fields in number order, each once, defaults omitted.
@@ -69,8 +70,10 @@ class WatchResponseWriter {
   int events() const { return events_; }
   // The events' sizes added up (each WatchEvent's own bytes, without its field header).
   size_t bytes() const { return bytes_; }
-  // The message of the events added so far; the writer starts over, empty.
-  grpc::ByteBuffer Finish();
+  // Makes *out the message of the events added so far (its old content dropped; grpc::ByteBuffer
+  // has no move, and a copy would take a reference on every slice again); the writer starts over,
+  // empty.
+  void Finish(grpc::ByteBuffer* out);
 
  private:
   // Flushes pending_ into slices_.

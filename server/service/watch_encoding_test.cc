@@ -41,6 +41,13 @@ ObjectPtr Full(const std::string& rv, const std::string& payload = "x") {
       R"("spec":{"payload":")", payload, R"("}})"));
 }
 
+// The message a writer holds, finished.
+grpc::ByteBuffer Finished(WatchResponseWriter& writer) {
+  grpc::ByteBuffer message;
+  writer.Finish(&message);
+  return message;
+}
+
 // The bytes of a message, as one string.
 std::string Bytes(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
@@ -119,7 +126,7 @@ TEST(WatchEncodingTest, EveryEventTypeAndOptionParsesAsTheConvertedEvent) {
       alone.Add(e);
       v1::WatchResponse one;
       *one.add_events() = reference;
-      EXPECT_EQ(Bytes(alone.Finish()), Deterministic(one))
+      EXPECT_EQ(Bytes(Finished(alone)), Deterministic(one))
           << "include_old_object " << include_old_object << ": " << reference.ShortDebugString();
       *want.add_events() = std::move(reference);
       writer.Add(std::move(e));
@@ -127,7 +134,7 @@ TEST(WatchEncodingTest, EveryEventTypeAndOptionParsesAsTheConvertedEvent) {
     writer.Add(EncodeSynced());
     want.add_events()->set_type(v1::WatchEvent::SYNCED);
     EXPECT_EQ(writer.events(), want.events_size());
-    const std::string bytes = Bytes(writer.Finish());
+    const std::string bytes = Bytes(Finished(writer));
     v1::WatchResponse got;
     ASSERT_TRUE(got.ParseFromString(bytes));
     EXPECT_EQ(bytes, Deterministic(want));
@@ -157,11 +164,11 @@ TEST(WatchEncodingTest, AnObjectIsEncodedOnceAndItsBytesAreSharedBySubscribers) 
     EXPECT_EQ(ObjectProtoEncodings() - before, 1u);
     const uint8_t* const cached = ObjectProtoBytes(*object).begin();
     std::vector<grpc::Slice> slices;
-    ASSERT_TRUE(a.Finish().Dump(&slices).ok());
+    ASSERT_TRUE(Finished(a).Dump(&slices).ok());
     int shared = 0;
     for (const grpc::Slice& s : slices) shared += s.begin() == cached;
     EXPECT_EQ(shared, 1) << "the message copied the object's bytes";
-    in_flight = b.Finish();
+    b.Finish(&in_flight);
     ASSERT_TRUE(in_flight.Dump(&slices).ok());
     shared = 0;
     for (const grpc::Slice& s : slices) shared += s.begin() == cached;

@@ -49,8 +49,8 @@ int64_t NowNs() {
       .count();
 }
 
-// An UPDATED informerd.v1.WatchEvent shaped like a ConfigMap's (the metadata informerd fills in, two
-// labels), its JSON padded so that the event is `bytes` long (or as short as it can be).
+// An UPDATED informerd.v1.WatchEvent shaped like a ConfigMap's (the metadata informerd fills in,
+// two labels), its JSON padded so that the event is `bytes` long (or as short as it can be).
 v1::WatchEvent WatchEventOf(uint32_t i, uint32_t bytes) {
   v1::WatchEvent e;
   e.set_type(v1::WatchEvent::UPDATED);
@@ -109,7 +109,9 @@ class FloorService final : public fv1::Floor::WithRawCallbackMethod_Events<fv1::
     std::vector<grpc::Slice> slices;
     std::string bytes;
     if (raw->Dump(&slices).ok()) {
-      for (const grpc::Slice& s : slices) bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
     }
     fv1::EventsRequest request;
     if (!request.ParseFromString(bytes) || request.event_bytes() < 1 ||
@@ -222,7 +224,9 @@ int Run(int argc, char** argv) {
                                                    grpc::InsecureChannelCredentials(), args));
     }
     std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
-    for (int i = 0; i < subscribers; ++i) contexts.push_back(std::make_unique<grpc::ClientContext>());
+    for (int i = 0; i < subscribers; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+    }
     std::atomic<int> open{0};
     std::atomic<uint64_t> events{0};
     std::atomic<uint64_t> messages{0};

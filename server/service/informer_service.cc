@@ -418,8 +418,8 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<grpc::Byte
         synced_sent_ = true;
       }
       if (writer_.events() > 0) {
-        // A new buffer swapped in, not the last one written into: gRPC took its slices in StartWrite
-        // (see ListReactor::WriteNext).
+        // A new buffer swapped in, not the last one written into: gRPC took its slices in
+        // StartWrite (see ListReactor::WriteNext).
         writer_.Finish(&response_);
         // OnWriteDone (and the next Pump) may run on another thread: base/tsan.h.
         TsanRelease(this);

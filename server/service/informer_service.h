@@ -9,8 +9,8 @@
 //
 // Uses gRPC's callback API: no thread is held per call. Watch is a raw method: its request is
 // parsed here (a malformed one is INVALID_ARGUMENT naming the field) and its messages are wire
-// bytes (watch_encoding.h) that share each object's encoding among all the streams sending it. Unary calls answer inside the reaction
-// (EnsureInformer may wait for discovery the first time a cluster is asked); WaitForSync polls the
+// bytes (watch_encoding.h) that share each object's encoding among all the streams sending it.
+// Unary calls answer inside the reaction (EnsureInformer may wait for discovery the first time a cluster is asked); WaitForSync polls the
 // informer on a timer of the injected clock until it syncs or its deadline passes; List writes one
 // batch at a time as the stream takes them; Watch pops up to max_batch notifications from its
 // listener per message and pops again only when the previous write completed, so a subscriber

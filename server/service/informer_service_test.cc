@@ -959,7 +959,8 @@ TEST_F(InformerServiceTest, AMalformedWatchRequestIsInvalidArgumentNamingTheFiel
     v1::WatchEvent e;
     EXPECT_FALSE(w.Next(&e));
     const grpc::Status s = w.Finish();
-    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.field << ": " << s.error_message();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.field << ": " << s.error_message();
     EXPECT_EQ(Meta(s, "field"), c.field) << s.error_message();
     EXPECT_EQ(ErrorInfoOf(s).reason(), "INVALID_FIELD");
   }

@@ -37,7 +37,8 @@ ObjectPtr Full(const std::string& rv, const std::string& payload = "x") {
       R"("uid":"u-1","resourceVersion":")", rv, R"(","generation":7,)",
       R"("creationTimestamp":"2026-01-01T00:00:00Z","deletionTimestamp":"2026-01-02T00:00:00Z",)",
       R"("labels":{"app":"web","tier":"front"},"annotations":{"a":"b"},"finalizers":["f1","f2"],)",
-      R"("ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u-0","controller":true}]},)",
+      R"("ownerReferences":[{"apiVersion":"v1","kind":"X","name":"o","uid":"u-0",)",
+      R"("controller":true}]},)",
       R"("spec":{"payload":")", payload, R"("}})"));
 }
 
@@ -53,7 +54,9 @@ std::string Bytes(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;
   EXPECT_TRUE(buffer.Dump(&slices).ok());
   std::string out;
-  for (const grpc::Slice& s : slices) out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const grpc::Slice& s : slices) {
+    out.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  }
   return out;
 }
 
@@ -101,7 +104,8 @@ TEST(WatchEncodingTest, EveryEventTypeAndOptionParsesAsTheConvertedEvent) {
   const ObjectPtr minimal = Parse(R"({"metadata":{"name":"m"}})");
   std::vector<Notification> all;
   for (bool initial : {false, true}) {
-    all.push_back({.type = Notification::Type::kAdd, .object = object, .is_in_initial_list = initial});
+    all.push_back(
+        {.type = Notification::Type::kAdd, .object = object, .is_in_initial_list = initial});
   }
   all.push_back({.type = Notification::Type::kAdd, .object = minimal});
   all.push_back({.type = Notification::Type::kUpdate, .object = object, .old_object = old_object});

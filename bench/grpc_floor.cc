@@ -8,17 +8,27 @@
 //       {"mode":"bidi","batch":128,"window":4,"keys_per_second":...}
 //   grpc_floor --mode=pingpong --duration=3s
 //       {"mode":"pingpong","round_trips":...,"p50_us":...,"p99_us":...}
+//   grpc_floor --mode=events --event_bytes=500 --batch=16 --subscribers=100 --duration=3s
+//       {"mode":"events","events_per_second":...,"messages_per_second":...}
 //
 // stream: the server writes batches of --batch keys as fast as the stream takes them; the client
 // reads for --duration. bidi: the floor of a Work stream — the server keeps --window batches in
 // flight and sends one more for each batch the client answers (the same keys and tokens back, as
-// outcomes); keys/s answered. pingpong: sequential unary calls for --duration.
+// outcomes); keys/s answered. pingpong: sequential unary calls for --duration. events: the floor of
+// Watch fan-out — --subscribers streams (one client thread each, over at most 8 channels, as
+// bench/load's subscribers) to each of which the server writes one shared, once-serialized
+// message of --batch events of --event_bytes each, with gRPC's callback API as informerd does;
+// the events are ConfigMap-shaped informerd.v1.WatchEvents and the clients parse them as
+// bench/load's subscribers do, so that the floor has the same decoding cost on the client side.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -28,12 +38,14 @@
 #include "absl/time/time.h"
 #include "bench/latency_histogram.h"
 #include "floor/v1/floor.grpc.pb.h"
+#include "informerd/v1/informers.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace informerd::bench {
 namespace {
 
 namespace fv1 = ::informerd::bench::floor::v1;
+namespace v1 = ::informerd::v1;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -41,8 +53,87 @@ int64_t NowNs() {
       .count();
 }
 
-class FloorService final : public fv1::Floor::Service {
+// An UPDATED informerd.v1.WatchEvent shaped like a ConfigMap's (the metadata informerd fills in,
+// two labels), its JSON padded so that the event is `bytes` long (or as short as it can be).
+v1::WatchEvent WatchEventOf(uint32_t i, uint32_t bytes) {
+  v1::WatchEvent e;
+  e.set_type(v1::WatchEvent::UPDATED);
+  v1::ObjectMeta* meta = e.mutable_object()->mutable_metadata();
+  meta->set_namespace_("bench-fanout");
+  meta->set_name(absl::StrFormat("seed-%07d", i));
+  meta->set_key(absl::StrCat(meta->namespace_(), "/", meta->name()));
+  meta->set_uid("749c37e3-5a6e-4a13-a880-9115cbea372e");
+  meta->set_resource_version(absl::StrCat(1000000 + i));
+  meta->set_api_version("v1");
+  meta->set_kind("ConfigMap");
+  meta->set_creation_timestamp("2026-12-02T03:32:44Z");
+  (*meta->mutable_labels())["fake.informerd.io/seed"] = "true";
+  (*meta->mutable_labels())["fake.informerd.io/bucket"] = absl::StrCat(i % 10);
+  // Lengths are varints: a few rounds settle the json's length.
+  size_t json = 0;
+  for (int round = 0; round < 4; ++round) {
+    const size_t size = e.ByteSizeLong();
+    if (size == bytes) break;
+    json = size < bytes ? json + (bytes - size) : json - std::min(json, size - bytes);
+    e.mutable_object()->set_json(std::string(json, 'x'));
+  }
+  return e;
+}
+
+// One Events stream: writes the shared message again each time the last write completed.
+class EventsReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
+  explicit EventsReactor(const grpc::ByteBuffer& message) : message_(message) {
+    StartWrite(&message_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (ok) {
+      StartWrite(&message_);
+    } else {
+      Finish(grpc::Status::OK);
+    }
+  }
+  void OnDone() override { delete this; }
+
+ private:
+  const grpc::ByteBuffer message_;  // a copy shares the slices: no bytes copied
+};
+
+class ErrorReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+ public:
+  explicit ErrorReactor(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+class FloorService final : public fv1::Floor::WithRawCallbackMethod_Events<fv1::Floor::Service> {
+ public:
+  // The message is serialized once, on the first call: every stream writes the same bytes.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Events(grpc::CallbackServerContext*,
+                                                     const grpc::ByteBuffer* raw) override {
+    std::vector<grpc::Slice> slices;
+    std::string bytes;
+    if (raw->Dump(&slices).ok()) {
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+    }
+    fv1::EventsRequest request;
+    if (!request.ParseFromString(bytes) || request.event_bytes() < 1 ||
+        request.event_bytes() > (1 << 20) || request.batch() < 1 || request.batch() > 100000) {
+      return new ErrorReactor(grpc::Status(
+          grpc::INVALID_ARGUMENT, "event_bytes: 1..1048576 and batch: 1..100000 required"));
+    }
+    std::call_once(once_, [&] {
+      v1::WatchResponse batch;
+      for (uint32_t i = 0; i < request.batch(); ++i) {
+        *batch.add_events() = WatchEventOf(i, request.event_bytes());
+      }
+      grpc::Slice slice(batch.SerializeAsString());
+      message_ = grpc::ByteBuffer(&slice, 1);
+    });
+    return new EventsReactor(message_);
+  }
+
   grpc::Status Stream(grpc::ServerContext* context, const fv1::StreamRequest* request,
                       grpc::ServerWriter<fv1::Batch>* writer) override {
     if (request->batch() < 1 || request->batch() > 100000) {
@@ -96,6 +187,10 @@ class FloorService final : public fv1::Floor::Service {
     response->set_sequence(request->sequence());
     return grpc::Status::OK;
   }
+
+ private:
+  std::once_flag once_;
+  grpc::ByteBuffer message_;
 };
 
 int Fail(const std::string& message) {
@@ -105,7 +200,8 @@ int Fail(const std::string& message) {
 
 int Run(int argc, char** argv) {
   std::map<std::string, std::string> flags = {
-      {"mode", "stream"}, {"batch", "1"}, {"window", "4"}, {"duration", "3s"}};
+      {"mode", "stream"}, {"batch", "1"},           {"window", "4"},
+      {"duration", "3s"}, {"event_bytes", "500"}, {"subscribers", "100"}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (!absl::StartsWith(arg, "--") || arg.find('=') == std::string::npos) {
@@ -128,9 +224,19 @@ int Run(int argc, char** argv) {
   if (!absl::SimpleAtoi(flags["window"], &window) || window < 1 || window > 1000) {
     return Fail("--window: expected an integer in 1..1000");
   }
+  uint32_t event_bytes = 0;
+  if (!absl::SimpleAtoi(flags["event_bytes"], &event_bytes) || event_bytes < 1 ||
+      event_bytes > (1 << 20)) {
+    return Fail("--event_bytes: expected an integer in 1..1048576");
+  }
+  int subscribers = 0;
+  if (!absl::SimpleAtoi(flags["subscribers"], &subscribers) || subscribers < 1 ||
+      subscribers > 10000) {
+    return Fail("--subscribers: expected an integer in 1..10000");
+  }
   const std::string mode = flags["mode"];
-  if (mode != "stream" && mode != "bidi" && mode != "pingpong") {
-    return Fail("--mode: expected stream, bidi or pingpong");
+  if (mode != "stream" && mode != "bidi" && mode != "pingpong" && mode != "events") {
+    return Fail("--mode: expected stream, bidi, pingpong or events");
   }
 
   FloorService service;
@@ -145,7 +251,69 @@ int Run(int argc, char** argv) {
   auto stub = fv1::Floor::NewStub(channel);
   const int64_t duration_ns = absl::ToInt64Nanoseconds(duration);
 
-  if (mode == "stream") {
+  if (mode == "events") {
+    // As bench/load's subscribers: a thread each, over at most 8 channels.
+    std::vector<std::shared_ptr<grpc::Channel>> channels;
+    for (int i = 0; i < std::min(subscribers, 8); ++i) {
+      grpc::ChannelArguments args;
+      args.SetInt("informerd.floor.channel", i);  // distinct arguments: a connection each
+      channels.push_back(grpc::CreateCustomChannel(absl::StrCat("127.0.0.1:", port),
+                                                   grpc::InsecureChannelCredentials(), args));
+    }
+    std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+    for (int i = 0; i < subscribers; ++i) {
+      contexts.push_back(std::make_unique<grpc::ClientContext>());
+    }
+    std::atomic<int> open{0};
+    std::atomic<uint64_t> events{0};
+    std::atomic<uint64_t> messages{0};
+    std::atomic<int> failed{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < subscribers; ++i) {
+      threads.emplace_back([&, i] {
+        fv1::EventsRequest request;
+        request.set_event_bytes(event_bytes);
+        request.set_batch(batch);
+        // Read as the informerd.v1.WatchResponse the EventBatch is (same field 1), so that each
+        // subscriber decodes what bench/load's subscribers decode.
+        std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader(
+            grpc::internal::ClientReaderFactory<v1::WatchResponse>::Create(
+                channels[static_cast<size_t>(i) % channels.size()].get(),
+                grpc::internal::RpcMethod("/informerd.bench.floor.v1.Floor/Events",
+                                          grpc::internal::RpcMethod::SERVER_STREAMING),
+                contexts[i].get(), request));
+        v1::WatchResponse message;
+        if (!reader->Read(&message)) {
+          ++failed;
+        }
+        ++open;
+        while (reader->Read(&message)) {
+          events.fetch_add(static_cast<uint64_t>(message.events_size()), std::memory_order_relaxed);
+          messages.fetch_add(1, std::memory_order_relaxed);
+        }
+        reader->Finish().IgnoreError();
+      });
+    }
+    while (open.load() < subscribers) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // Counting starts once every stream has its first message.
+    const uint64_t events_before = events.load();
+    const uint64_t messages_before = messages.load();
+    const int64_t start = NowNs();
+    std::this_thread::sleep_for(std::chrono::nanoseconds(duration_ns));
+    const uint64_t delivered = events.load() - events_before;
+    const uint64_t written = messages.load() - messages_before;
+    const int64_t now = NowNs();
+    for (auto& c : contexts) c->TryCancel();
+    for (std::thread& t : threads) t.join();
+    if (failed.load() > 0) return Fail("an events stream ended before its first message");
+    const double seconds = static_cast<double>(now - start) / 1e9;
+    std::printf(
+        "{\"mode\":\"events\",\"event_bytes\":%u,\"batch\":%u,\"subscribers\":%d,"
+        "\"events\":%llu,\"seconds\":%.3f,\"events_per_second\":%.1f,"
+        "\"messages_per_second\":%.1f}\n",
+        event_bytes, batch, subscribers, static_cast<unsigned long long>(delivered), seconds,
+        static_cast<double>(delivered) / seconds, static_cast<double>(written) / seconds);
+  } else if (mode == "stream") {
     grpc::ClientContext context;
     fv1::StreamRequest request;
     request.set_batch(batch);

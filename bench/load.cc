@@ -44,9 +44,14 @@
 //   --apiserver=URL        make changes on this API server (plain HTTP, no auth: a test server):
 //   --change_rate=0        ConfigMap merge-patches/s in --namespace, each stamped with the time it
 //                          was sent (data.ts); latency is measured from it to the key's delivery
-//                          and to each subscriber's event.
+//                          and to each subscriber's event. With --subscribers, changes start once
+//                          every subscriber has its initial objects.
 //   --change_objects=100   ConfigMaps load-000000 .. created before the run (existing ones reused).
 //   --change_threads=4     HTTP connections making changes.
+//   --churn                the API server makes the --change_rate changes itself (the fake API
+//                          server's POST /_fake/churn, stamped with the time) on --change_objects
+//                          ConfigMaps it seeds: rates no client's PATCHes reach; each event's
+//                          latency is timed from the server's stamp (Watch events only).
 //   --json                 print the summary as one JSON object on stdout.
 //
 // Replica sets: Queues and Work calls go to the leader. The tool asks --target (GetQueue) and, when
@@ -142,6 +147,7 @@ struct Options {
   double change_rate = 0;
   int change_objects = 100;
   int change_threads = 4;
+  bool churn = false;
   bool json = false;
 };
 
@@ -276,6 +282,8 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
       s = ParseRate(name, value, &o.change_rate);
     } else if (name == "change_objects") {
       s = ParseInt(name, value, 1, 1000000, &o.change_objects);
+    } else if (name == "churn") {
+      s = ParseBool(name, value, &o.churn);
     } else if (name == "change_threads") {
       s = ParseInt(name, value, 1, 64, &o.change_threads);
     } else if (name == "json") {
@@ -318,6 +326,10 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
   if (o.bind && o.queue.empty()) return absl::InvalidArgumentError("--bind: needs --queue");
   if (o.change_rate > 0 && o.apiserver.empty()) {
     return absl::InvalidArgumentError("--change_rate: needs --apiserver=http://HOST:PORT");
+  }
+  if (o.churn && (o.change_rate <= 0 || o.bind)) {
+    return absl::InvalidArgumentError("--churn: needs --change_rate, and times Watch events only "
+                                      "(not with --bind)");
   }
   if (!o.apiserver.empty()) {
     if (!absl::StartsWith(o.apiserver, "http://")) {
@@ -511,7 +523,7 @@ class Load {
 
   absl::Status Setup() {
     if (!o_.apiserver.empty()) {
-      if (absl::Status s = CreateObjects(); !s.ok()) return s;
+      if (absl::Status s = o_.churn ? SeedObjects() : CreateObjects(); !s.ok()) return s;
     }
     if (!o_.resource.empty()) {
       if (absl::Status s = EnsureInformer(); !s.ok()) return s;
@@ -539,6 +551,64 @@ class Load {
       }
     }
     return absl::OkStatus();
+  }
+
+  // --churn: the fake API server's own ConfigMaps, with the payload its churn stamps.
+  absl::Status SeedObjects() {
+    httplib::Client http(o_.apiserver);
+    http.set_connection_timeout(5);
+    const std::string body =
+        absl::StrFormat(R"({"resource":"configmaps","namespace":"%s","count":%d,"bytes":400})",
+                        o_.namespace_, o_.change_objects);
+    auto res = http.Post("/_fake/seed", body, "application/json");
+    if (!res || res->status != 200) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--churn: POST /_fake/seed: ",
+          res ? absl::StrCat("HTTP ", res->status, ": ", res->body.substr(0, 200))
+              : httplib::to_string(res.error())));
+    }
+    return absl::OkStatus();
+  }
+
+  // --churn: starts the server's change generator for the run; its id, or 0 after an error.
+  int StartChurn() {
+    httplib::Client http(o_.apiserver);
+    const std::string body = absl::StrFormat(
+        R"({"resource":"configmaps","namespace":"%s","rate":%d,"durationMs":%d,"stamp":"time"})",
+        o_.namespace_, static_cast<int>(o_.change_rate),
+        static_cast<int>(absl::ToInt64Milliseconds(o_.duration)));
+    auto res = http.Post("/_fake/churn", body, "application/json");
+    int id = 0;
+    if (!res || res->status != 200 || !absl::SimpleAtoi(JsonNumber(res->body, "id"), &id)) {
+      errors_.Add(res ? absl::StrCat("POST /_fake/churn: HTTP ", res->status, ": ", res->body)
+                      : absl::StrCat("POST /_fake/churn: ", httplib::to_string(res.error())));
+    }
+    return id;
+  }
+
+  // --churn: the changes generator `id` made.
+  uint64_t ChurnOps(int id) {
+    httplib::Client http(o_.apiserver);
+    auto res = http.Get("/_fake/churn");
+    if (!res || res->status != 200) return 0;
+    // [{"id":1,...,"ops":N,...},...]
+    const size_t at = res->body.find(absl::StrCat("{\"id\":", id, ","));
+    uint64_t ops = 0;
+    if (at == std::string::npos ||
+        !absl::SimpleAtoi(JsonNumber(res->body.substr(at), "ops"), &ops)) {
+      return 0;
+    }
+    return ops;
+  }
+
+  // The digits of the first number field `name` in `json` ("" when there is none).
+  static std::string JsonNumber(const std::string& json, const std::string& name) {
+    const size_t at = json.find(absl::StrCat("\"", name, "\":"));
+    if (at == std::string::npos) return "";
+    size_t end = at + name.size() + 3;
+    const size_t begin = end;
+    while (end < json.size() && json[end] >= '0' && json[end] <= '9') ++end;
+    return json.substr(begin, end - begin);
   }
 
   absl::Status CreateObjects() {
@@ -843,6 +913,22 @@ class Load {
     return v;
   }
 
+  // --churn: how long ago, before `now_unix_ns`, the server stamped this object (its payload's
+  // first 8 hex digits: Unix µs mod 2^32); -1 when it has no such stamp.
+  static int64_t ChurnDelayNs(const std::string& json, int64_t now_unix_ns) {
+    const size_t at = json.find("\"payload\":\"");
+    if (at == std::string::npos || at + 11 + 8 > json.size()) return -1;
+    uint32_t stamp = 0;
+    for (size_t i = at + 11; i < at + 11 + 8; ++i) {
+      const char c = json[i];
+      const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (digit < 0) return -1;
+      stamp = (stamp << 4) | static_cast<uint32_t>(digit);
+    }
+    const uint32_t now_us = static_cast<uint32_t>(now_unix_ns / 1000);
+    return static_cast<int64_t>(static_cast<uint32_t>(now_us - stamp)) * 1000;
+  }
+
   void Subscriber(int index, grpc::ClientContext* ctx, Recorder* recorder) {
     auto stub = v1::Informers::NewStub(
         subscriber_channels_[static_cast<size_t>(index) % subscriber_channels_.size()]);
@@ -854,16 +940,22 @@ class Load {
     int64_t last_flush = NowNs();
     while (reader->Read(&res)) {
       const int64_t now = NowNs();
+      const int64_t now_unix = o_.churn ? absl::GetCurrentTimeNanos() : 0;
       uint64_t live = 0;
       for (const v1::WatchEvent& e : res.events()) {
         if (e.type() == v1::WatchEvent::RESNAPSHOT) ++counters_.resnapshots;
+        if (e.type() == v1::WatchEvent::SYNCED) ++synced_subscribers_;
         if (e.initial() || (e.type() != v1::WatchEvent::ADDED &&
                             e.type() != v1::WatchEvent::UPDATED &&
                             e.type() != v1::WatchEvent::DELETED)) {
           continue;
         }
         ++live;
-        if (const int64_t t = StampOf(e.object().json()); t > 0) local.Record(now - t);
+        if (o_.churn) {
+          if (const int64_t d = ChurnDelayNs(e.object().json(), now_unix); d >= 0) local.Record(d);
+        } else if (const int64_t t = StampOf(e.object().json()); t > 0) {
+          local.Record(now - t);
+        }
       }
       counters_.events += live;
       if (now - last_flush > 50'000'000) {
@@ -958,9 +1050,18 @@ class Load {
       threads.emplace_back(&Load::Getter, this, get_.back().get());
     }
     for (int i = 0; i < o_.adders; ++i) threads.emplace_back(&Load::Adder, this, i);
-    for (int i = 0; i < o_.change_threads && o_.change_rate > 0; ++i) {
+    if (o_.subscribers > 0 && o_.change_rate > 0) {
+      // Changes start once every subscriber has its initial objects: the initial flood (100
+      // subscribers of 1000 objects: 100k events) is not what change → event latency measures.
+      const int64_t give_up = NowNs() + 60'000'000'000;
+      while (synced_subscribers_.load() < o_.subscribers && NowNs() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+    }
+    for (int i = 0; i < o_.change_threads && o_.change_rate > 0 && !o_.churn; ++i) {
       threads.emplace_back(&Load::Changer, this, i);
     }
+    const int churn = o_.churn ? StartChurn() : 0;
 
     start_ns_ = NowNs();
     const int64_t end = start_ns_ + absl::ToInt64Nanoseconds(o_.duration);
@@ -997,6 +1098,7 @@ class Load {
     end_ns_ = NowNs();
     completed_at_end_ = counters_.completed.load();
     events_at_end_ = counters_.events.load();
+    if (churn != 0) counters_.changes = ChurnOps(churn);
     stop_ = true;
     for (auto& ctx : contexts) ctx->TryCancel();
     {
@@ -1119,6 +1221,8 @@ class Load {
   std::vector<grpc::ClientContext*> restarted_ ABSL_GUARDED_BY(leader_mu_);
   std::vector<std::shared_ptr<grpc::Channel>> subscriber_channels_;
   std::atomic<bool> stop_{false};
+  // Subscribers that have their initial objects (SYNCED).
+  std::atomic<int> synced_subscribers_{0};
   bool tracking_ = false;  // set before the threads start
   PendingTimes pending_;
   Counters counters_;

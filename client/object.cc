@@ -569,6 +569,20 @@ std::optional<absl::string_view> Lookup(absl::Span<const Object::Label> map,
 
 }  // namespace
 
+Object::~Object() { delete derived_.load(std::memory_order_acquire); }
+
+const Object::Derived& Object::derived(
+    absl::FunctionRef<std::unique_ptr<Derived>()> make) const {
+  if (const Derived* d = derived_.load(std::memory_order_acquire); d != nullptr) return *d;
+  std::unique_ptr<Derived> made = make();
+  const Derived* expected = nullptr;
+  if (derived_.compare_exchange_strong(expected, made.get(), std::memory_order_acq_rel,
+                                       std::memory_order_acquire)) {
+    return *made.release();
+  }
+  return *expected;  // another reader's, made meanwhile; ours goes
+}
+
 std::optional<absl::string_view> Object::label(absl::string_view key) const {
   return Lookup(labels(), key);
 }

@@ -13,10 +13,12 @@
 //
 // Objects are built by Object::Parse, the watch decoder and the list decoder (object_parser.h).
 //
-// Thread safety: immutable after construction; any number of threads may read one Object.
+// Thread safety: immutable after construction (but for the once-set cache of derived()); any
+// number of threads may read one Object.
 #ifndef INFORMERD_CLIENT_OBJECT_H_
 #define INFORMERD_CLIENT_OBJECT_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -24,6 +26,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -60,6 +63,7 @@ class Object {
 
   Object(const Object&) = delete;
   Object& operator=(const Object&) = delete;
+  ~Object();
 
   // The compact JSON of the whole object.
   absl::string_view json() const { return absl::string_view(data(), json_size_); }
@@ -112,6 +116,18 @@ class Object {
   }
   // The owner reference with controller=true, or nullptr.
   const OwnerReference* controller_ref() const;
+
+  // A form of this object that a higher layer derives once and shares among all its readers —
+  // the gRPC service's wire encoding (server/service/object_proto.h), which would otherwise be
+  // rebuilt for every Watch stream that sends the object. The object owns it and frees it with
+  // itself; it is not counted in allocated_bytes(). One slot, one user: only that encoding sets it.
+  class Derived {
+   public:
+    virtual ~Derived() = default;
+  };
+  // The derived form: made by `make` on the first call, the same one for every later call.
+  // Concurrent first calls may each run `make`; one result is kept and the others are discarded.
+  const Derived& derived(absl::FunctionRef<std::unique_ptr<Derived>()> make) const;
 
   // Heap bytes of the one allocation that holds this Object, its shared_ptr control block and
   // every byte its views point into, as malloc accounts them (chunk size, header included).
@@ -172,6 +188,8 @@ class Object {
   uint16_t annotation_count_ = 0;
   uint16_t owner_count_ = 0;
   uint16_t finalizer_count_ = 0;
+  // Set once by derived(); immutable afterwards like the rest of the object.
+  mutable std::atomic<const Derived*> derived_{nullptr};
 };
 
 }  // namespace informerd::client

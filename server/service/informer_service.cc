@@ -17,7 +17,9 @@
 #include "server/service/access.h"
 #include "server/service/limits.h"
 #include "server/service/object_proto.h"
+#include "server/service/raw_request.h"
 #include "server/service/status.h"
+#include "server/service/watch_encoding.h"
 
 namespace informerd::service {
 namespace {
@@ -289,13 +291,17 @@ class InformerService::ListReactor : public grpc::ServerWriteReactor<v1::ListRes
 // only when not busy (nothing in flight, no timer armed); OnDone then removes the listener and
 // deletes the reactor.
 
-class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchResponse> {
+class InformerService::WatchReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  WatchReactor(InformerService* service, std::string id, const v1::WatchRequest& request,
-               size_t max_batch, size_t max_bytes)
-      : service_(service), id_(std::move(id)), max_batch_(max_batch), max_bytes_(max_bytes),
-        include_old_object_(request.include_old_object()), namespace_(request.namespace_()),
+  WatchReactor(InformerService* service, v1::WatchRequest request, size_t max_batch,
+               size_t max_bytes)
+      : service_(service), request_(std::move(request)), id_(request_.informer_id()),
+        max_batch_(max_batch), max_bytes_(max_bytes),
+        include_old_object_(request_.include_old_object()), namespace_(request_.namespace_()),
         timer_(service->clock_->CreateTimer([this] { Pump(); })) {}
+
+  // The parsed request (the raw one belongs to gRPC).
+  const v1::WatchRequest& request() const { return request_; }
 
   // The informer, and the caller's stream slot, once the caller is allowed (before Start).
   void Admit(std::shared_ptr<informer::SharedInformer> informer, auth::Ticket ticket) {
@@ -374,11 +380,9 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         wake_pending_ = false;
       }
       if (Stopping()) return;
-      response_ = v1::WatchResponse();  // not Clear(): see ListReactor::WriteNext
-      size_t bytes = 0;
-      if (carry_ != nullptr) {
-        bytes = carry_->ByteSizeLong();
-        response_.mutable_events()->AddAllocated(carry_.release());
+      if (carry_.has_value()) {
+        writer_.Add(*std::move(carry_));
+        carry_.reset();
       } else if (next_ == batch_.size()) {
         batch_.clear();
         next_ = 0;
@@ -389,20 +393,19 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
       }
       const bool popped = !batch_.empty();
       // Events of the popped batch while they fit in max_bytes_ (at least one per message); the
-      // one that does not waits, converted, for the next message.
+      // one that does not waits, encoded, for the next message. Encoding an event writes only its
+      // few own bytes: the objects' are made once and shared by every stream (watch_encoding.h).
       while (next_ < batch_.size()) {
         if (!namespace_.empty() && !InNamespace(batch_[next_])) {
           ++next_;
           continue;
         }
-        v1::WatchEvent* event = response_.add_events();
-        AddEvent(batch_[next_++], event);
-        const size_t size = event->ByteSizeLong();
-        if (response_.events_size() > 1 && bytes + size > max_bytes_) {
-          carry_.reset(response_.mutable_events()->ReleaseLast());
+        EncodedEvent event = EncodeEvent(batch_[next_++], include_old_object_);
+        if (writer_.events() > 0 && writer_.bytes() + event.size() > max_bytes_) {
+          carry_ = std::move(event);
           break;
         }
-        bytes += size;
+        writer_.Add(std::move(event));
       }
       if (!batch_.empty() && next_ == batch_.size()) {
         listener_->Done(batch_);
@@ -410,11 +413,14 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
         next_ = 0;
       }
       // SYNCED after the last initial object: the listener's HasSynced counts exactly those.
-      if (!synced_sent_ && carry_ == nullptr && batch_.empty() && listener_->HasSynced()) {
-        response_.add_events()->set_type(v1::WatchEvent::SYNCED);
+      if (!synced_sent_ && !carry_.has_value() && batch_.empty() && listener_->HasSynced()) {
+        writer_.Add(EncodeSynced());
         synced_sent_ = true;
       }
-      if (response_.events_size() > 0) {
+      if (writer_.events() > 0) {
+        // A new buffer swapped in, not the last one written into: gRPC took its slices in
+        // StartWrite (see ListReactor::WriteNext).
+        writer_.Finish(&response_);
         // OnWriteDone (and the next Pump) may run on another thread: base/tsan.h.
         TsanRelease(this);
         StartWrite(&response_);
@@ -475,31 +481,8 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
     return o != nullptr && o->namespace_name() == namespace_;
   }
 
-  void AddEvent(const Notification& n, v1::WatchEvent* event) {
-    switch (n.type) {
-      case Notification::Type::kAdd:
-        event->set_type(v1::WatchEvent::ADDED);
-        event->set_initial(n.is_in_initial_list);
-        break;
-      case Notification::Type::kUpdate:
-        event->set_type(v1::WatchEvent::UPDATED);
-        if (include_old_object_ && n.old_object != nullptr) {
-          ObjectToProto(*n.old_object, event->mutable_old_object());
-        }
-        break;
-      case Notification::Type::kDelete:
-        event->set_type(v1::WatchEvent::DELETED);
-        event->set_tombstone(n.final_state_unknown);
-        break;
-      case Notification::Type::kResnapshot:
-        event->set_type(v1::WatchEvent::RESNAPSHOT);
-        event->set_resnapshot_keys(n.resnapshot_keys);
-        return;
-    }
-    if (n.object != nullptr) ObjectToProto(*n.object, event->mutable_object());
-  }
-
   InformerService* const service_;
+  const v1::WatchRequest request_;
   const std::string id_;
   std::shared_ptr<informer::SharedInformer> informer_;  // set once by Admit
   auth::Ticket ticket_;  // the caller's stream slot, until the reactor goes
@@ -510,11 +493,13 @@ class InformerService::WatchReactor : public grpc::ServerWriteReactor<v1::WatchR
   std::shared_ptr<informer::ProcessorListener> listener_;  // set once by Start
 
   // Used only by the one running Pump: the last popped notifications, those before next_
-  // converted (and Done once all are); an event converted but over the last message's byte cap.
+  // encoded (and Done once all are); an event encoded but over the last message's byte cap; the
+  // message being assembled and the last one written.
   std::vector<Notification> batch_;
   size_t next_ = 0;
-  std::unique_ptr<v1::WatchEvent> carry_;
-  v1::WatchResponse response_;
+  std::optional<EncodedEvent> carry_;
+  WatchResponseWriter writer_;
+  grpc::ByteBuffer response_;
   bool synced_sent_ = false;
 
   Mutex mu_;
@@ -795,24 +780,27 @@ grpc::ServerWriteReactor<v1::ListResponse>* InformerService::List(
   return reactor;
 }
 
-grpc::ServerWriteReactor<v1::WatchResponse>* InformerService::Watch(
-    grpc::CallbackServerContext* context, const v1::WatchRequest* request) {
-  using R = v1::WatchResponse;
-  const std::string& id = request->informer_id();
+grpc::ServerWriteReactor<grpc::ByteBuffer>* InformerService::Watch(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw) {
+  using R = grpc::ByteBuffer;
+  v1::WatchRequest request;
+  if (absl::Status s = ParseRawRequest(*raw, &request); !s.ok()) return Fail<R>(ToGrpc(s));
+  const std::string& id = request.informer_id();
   if (grpc::Status s = CheckId(id); !s.ok()) return Fail<R>(s);
-  if (request->buffer_size() > options_.max_buffer_size) {
+  if (request.buffer_size() > options_.max_buffer_size) {
     return Fail<R>(InvalidArgument("buffer_size", absl::StrCat("at most ", options_.max_buffer_size)));
   }
-  if (grpc::Status s = CheckMaxBatchBytes(request->max_batch_bytes()); !s.ok()) return Fail<R>(s);
-  uint32_t max_batch = request->max_batch() == 0 ? kDefaultWatchBatch : request->max_batch();
+  if (grpc::Status s = CheckMaxBatchBytes(request.max_batch_bytes()); !s.ok()) return Fail<R>(s);
+  uint32_t max_batch = request.max_batch() == 0 ? kDefaultWatchBatch : request.max_batch();
   max_batch = std::min(max_batch, std::max<uint32_t>(options_.max_batch, 1));
-  auto* reactor = new WatchReactor(this, id, *request, max_batch,
-                                   MaxBatchBytes(request->max_batch_bytes()));
+  const size_t max_bytes = MaxBatchBytes(request.max_batch_bytes());
+  auto* reactor = new WatchReactor(this, std::move(request), max_batch, max_bytes);
+  const v1::WatchRequest& kept = reactor->request();  // lives as long as the reactor
   auth::CheckCall(
       options_.guard, context, auth::CallKind::kStream,
-      NeedInformerRead(informers_, id, request->namespace_()),
-      [this, reactor, request](auth::Ticket ticket) {
-        StartWatch(reactor, *request, std::move(ticket));
+      NeedInformerRead(informers_, kept.informer_id(), kept.namespace_()),
+      [this, reactor](auth::Ticket ticket) {
+        StartWatch(reactor, reactor->request(), std::move(ticket));
       },
       [reactor](const absl::Status& s) { reactor->Abort(ToGrpc(s)); });
   return reactor;

@@ -7,8 +7,10 @@
 //   grpc::ServerBuilder builder;
 //   builder.RegisterService(&service);
 //
-// Uses gRPC's callback API: no thread is held per call. Unary calls answer inside the reaction
-// (EnsureInformer may wait for discovery the first time a cluster is asked); WaitForSync polls the
+// Uses gRPC's callback API: no thread is held per call. Watch is a raw method: its request is
+// parsed here (a malformed one is INVALID_ARGUMENT naming the field) and its messages are wire
+// bytes (watch_encoding.h) that share each object's encoding among all the streams sending it.
+// Unary calls answer inside the reaction (EnsureInformer may wait for discovery the first time a cluster is asked); WaitForSync polls the
 // informer on a timer of the injected clock until it syncs or its deadline passes; List writes one
 // batch at a time as the stream takes them; Watch pops up to max_batch notifications from its
 // listener per message and pops again only when the previous write completed, so a subscriber
@@ -67,7 +69,8 @@ struct InformerServiceOptions {
   auth::Guard* guard = nullptr;
 };
 
-class InformerService final : public v1::Informers::CallbackService {
+class InformerService final
+    : public v1::Informers::WithRawCallbackMethod_Watch<v1::Informers::CallbackService> {
  public:
   // REQUIRES: `informers` outlives the service.
   InformerService(InformerRegistry* informers, InformerServiceOptions options);
@@ -95,8 +98,9 @@ class InformerService final : public v1::Informers::CallbackService {
                                 const v1::GetRequest* request, v1::GetResponse* response) override;
   grpc::ServerWriteReactor<v1::ListResponse>* List(grpc::CallbackServerContext* context,
                                                    const v1::ListRequest* request) override;
-  grpc::ServerWriteReactor<v1::WatchResponse>* Watch(grpc::CallbackServerContext* context,
-                                                     const v1::WatchRequest* request) override;
+  // A serialized v1::WatchRequest in, serialized v1::WatchResponses out.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Watch(grpc::CallbackServerContext* context,
+                                                    const grpc::ByteBuffer* request) override;
 
  private:
   class WaitForSyncReactor;

@@ -16,12 +16,14 @@
 #include "absl/time/clock.h"
 #include "base/eventually.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
 #include "informerd/v1/informers.grpc.pb.h"
 #include "server/informer/apiserver_fixture.h"
 #include "server/service/clusters.h"
 #include "server/service/informer_registry.h"
 #include "server/service/informer_test_env.h"
+#include "server/service/object_proto.h"
 #include "server/service/status.h"
 
 namespace informerd::service {
@@ -798,6 +800,180 @@ TEST_F(InformerServiceTest, AWatchMessageHoldsAtMostMaxBatchBytesOfEventsButAtLe
   const grpc::Status s = refused->reader->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   EXPECT_EQ(Meta(s, "field"), "max_batch_bytes");
+}
+
+// Reads a Watch stream's messages as the bytes that arrive (a raw reader), for checking them with
+// the regular parser.
+class RawWatch {
+ public:
+  RawWatch(const std::shared_ptr<grpc::Channel>& channel, const grpc::ByteBuffer& request) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    reader_.reset(grpc::internal::ClientReaderFactory<grpc::ByteBuffer>::Create(
+        channel.get(),
+        grpc::internal::RpcMethod("/informerd.v1.Informers/Watch",
+                                  grpc::internal::RpcMethod::SERVER_STREAMING),
+        &context_, request));
+  }
+  ~RawWatch() {
+    if (finished_) return;
+    context_.TryCancel();
+    reader_->Finish().IgnoreError();
+  }
+
+  // The next event, parsed from the message bytes by v1::WatchResponse's parser.
+  bool Next(v1::WatchEvent* event) {
+    while (pending_.empty()) {
+      grpc::ByteBuffer message;
+      if (!reader_->Read(&message)) return false;
+      std::vector<grpc::Slice> slices;
+      EXPECT_TRUE(message.Dump(&slices).ok());
+      std::string bytes;
+      for (const grpc::Slice& s : slices) {
+        bytes.append(reinterpret_cast<const char*>(s.begin()), s.size());
+      }
+      v1::WatchResponse response;
+      EXPECT_TRUE(response.ParseFromString(bytes));
+      EXPECT_EQ(bytes.size(), response.ByteSizeLong());  // nothing unknown, nothing repeated
+      for (v1::WatchEvent& e : *response.mutable_events()) pending_.push_back(std::move(e));
+      std::reverse(pending_.begin(), pending_.end());
+    }
+    *event = std::move(pending_.back());
+    pending_.pop_back();
+    return true;
+  }
+  grpc::Status Finish() {
+    finished_ = true;
+    return reader_->Finish();
+  }
+
+ private:
+  bool finished_ = false;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReader<grpc::ByteBuffer>> reader_;
+  std::vector<v1::WatchEvent> pending_;
+};
+
+grpc::ByteBuffer Serialized(const v1::WatchRequest& request) {
+  const std::string bytes = request.SerializeAsString();
+  grpc::Slice slice(bytes);
+  return grpc::ByteBuffer(&slice, 1);
+}
+
+TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEachObject) {
+  SetUpService("svc-watch-bytes-shared");
+  ASSERT_TRUE(fixture_->Seed(3).ok());
+  const std::string id = EnsureSynced(ConfigMapSpec());
+  std::shared_ptr<informer::SharedInformer> informer = registry_->Find(id);
+  ASSERT_NE(informer, nullptr);
+  // The cached object of `name` as ObjectToProto converts it.
+  auto converted = [&](const std::string& name) {
+    v1::Object o;
+    const informer::GetResult got = informer->lister().Get(absl::StrCat(fixture_->ns(), "/", name));
+    EXPECT_NE(got.object, nullptr) << name;
+    if (got.object != nullptr) ObjectToProto(*got.object, &o);
+    return o;
+  };
+  auto same = [](const v1::Object& a, const v1::Object& b) {
+    return google::protobuf::util::MessageDifferencer::Equals(a, b);
+  };
+
+  const uint64_t before = ObjectProtoEncodings();
+  v1::WatchRequest plain;
+  plain.set_informer_id(id);
+  v1::WatchRequest with_old = plain;
+  with_old.set_include_old_object(true);
+  RawWatch a(channel_, Serialized(plain));
+  RawWatch b(channel_, Serialized(with_old));
+  v1::WatchEvent e;
+  for (RawWatch* w : {&a, &b}) {
+    int initial = 0;
+    for (;;) {
+      ASSERT_TRUE(w->Next(&e));
+      if (e.type() == v1::WatchEvent::SYNCED) break;
+      EXPECT_EQ(e.type(), v1::WatchEvent::ADDED);
+      EXPECT_TRUE(e.initial());
+      EXPECT_TRUE(same(e.object(), converted(e.object().metadata().name())));
+      ++initial;
+    }
+    EXPECT_EQ(initial, 3);
+  }
+  // Both streams sent each initial object from one encoding of it.
+  EXPECT_EQ(ObjectProtoEncodings() - before, 3u);
+
+  ASSERT_TRUE(fixture_->Create("live").ok());
+  v1::Object created;
+  for (RawWatch* w : {&a, &b}) {
+    ASSERT_TRUE(w->Next(&e));
+    EXPECT_EQ(e.type(), v1::WatchEvent::ADDED);
+    EXPECT_FALSE(e.initial());
+    created = converted("live");
+    EXPECT_TRUE(same(e.object(), created));
+  }
+  EXPECT_EQ(ObjectProtoEncodings() - before, 4u);
+
+  ASSERT_TRUE(fixture_->Update("live").ok());
+  v1::Object updated;
+  for (RawWatch* w : {&a, &b}) {
+    ASSERT_TRUE(w->Next(&e));
+    EXPECT_EQ(e.type(), v1::WatchEvent::UPDATED);
+    updated = converted("live");
+    EXPECT_TRUE(same(e.object(), updated));
+    EXPECT_EQ(e.has_old_object(), w == &b);
+    if (w == &b) EXPECT_TRUE(same(e.old_object(), created));
+  }
+  // The old object was encoded when it was created.
+  EXPECT_EQ(ObjectProtoEncodings() - before, 5u);
+
+  // The deleted state is the API server's DELETED object, a new one: encoded once for both.
+  ASSERT_TRUE(fixture_->Delete("live").ok());
+  v1::Object deleted;
+  for (RawWatch* w : {&a, &b}) {
+    ASSERT_TRUE(w->Next(&e));
+    EXPECT_EQ(e.type(), v1::WatchEvent::DELETED);
+    EXPECT_FALSE(e.tombstone());
+    EXPECT_EQ(e.object().metadata().key(), updated.metadata().key());
+    if (w == &a) deleted = e.object();
+    EXPECT_TRUE(same(e.object(), deleted));
+  }
+  EXPECT_EQ(ObjectProtoEncodings() - before, 6u);
+}
+
+TEST_F(InformerServiceTest, AMalformedWatchRequestIsInvalidArgumentNamingTheField) {
+  SetUpService("svc-watch-malformed");
+  struct Case {
+    std::string bytes;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {std::string("\x0a\x05" "ab", 4), "informer_id"},               // shorter than its length
+      {std::string("\x0a\x02\xff\xfe", 4), "informer_id"},           // not UTF-8
+      {std::string("\x0a\x01x\x32\x01\xff", 6), "namespace"},         // not UTF-8
+      {std::string("\x0a\x01x\x10\xff", 5), "buffer_size"},           // a varint cut short
+      {std::string("\x0a\x01x\x7a\x05", 5), "field 15"},              // unknown, cut short
+      {std::string("\x00", 1), "request"},                            // tag 0
+      {std::string("\xff", 1), "request"},                            // a tag cut short
+  };
+  for (const Case& c : cases) {
+    grpc::Slice slice(c.bytes);
+    RawWatch w(channel_, grpc::ByteBuffer(&slice, 1));
+    v1::WatchEvent e;
+    EXPECT_FALSE(w.Next(&e));
+    const grpc::Status s = w.Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.field << ": " << s.error_message();
+    EXPECT_EQ(Meta(s, "field"), c.field) << s.error_message();
+    EXPECT_EQ(ErrorInfoOf(s).reason(), "INVALID_FIELD");
+  }
+  // Well formed, unknown fields and all: parsed and checked as before.
+  v1::WatchRequest r;
+  r.set_informer_id("nope");
+  std::string bytes = r.SerializeAsString() + std::string("\x78\x01", 2);  // field 15 = 1
+  grpc::Slice slice(bytes);
+  RawWatch w(channel_, grpc::ByteBuffer(&slice, 1));
+  v1::WatchEvent e;
+  EXPECT_FALSE(w.Next(&e));
+  const grpc::Status s = w.Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
 }
 
 TEST_F(InformerServiceTest, ObjectsOfAMebibyteReachAClientWithDefaultChannelSettings) {

@@ -1,9 +1,26 @@
 #include "server/service/object_proto.h"
 
+#include <atomic>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+
 namespace informerd::service {
+namespace {
+
+std::atomic<uint64_t> encodings{0};
+
+// What ObjectProtoBytes keeps on the object.
+class ProtoBytes final : public client::Object::Derived {
+ public:
+  explicit ProtoBytes(grpc::Slice bytes) : bytes(std::move(bytes)) {}
+  const grpc::Slice bytes;
+};
+
+}  // namespace
 
 void ObjectToProto(const client::Object& object, v1::Object* out) {
   out->set_json(object.json().data(), object.json().size());
@@ -38,5 +55,26 @@ void ObjectToProto(const client::Object& object, v1::Object* out) {
     o->set_controller(ref.controller);
   }
 }
+
+const grpc::Slice& ObjectProtoBytes(const client::Object& object) {
+  const client::Object::Derived& derived = object.derived([&] {
+    encodings.fetch_add(1, std::memory_order_relaxed);
+    v1::Object proto;
+    ObjectToProto(object, &proto);
+    const size_t size = proto.ByteSizeLong();
+    grpc::Slice bytes(size);  // uninitialized, reference-counted (or inlined when tiny)
+    // Deterministic (labels and annotations by key): the same object gives the same bytes.
+    google::protobuf::io::ArrayOutputStream array(const_cast<uint8_t*>(bytes.begin()),
+                                                  static_cast<int>(size));
+    google::protobuf::io::CodedOutputStream out(&array);
+    out.SetSerializationDeterministic(true);
+    proto.SerializeWithCachedSizes(&out);
+    return std::make_unique<ProtoBytes>(std::move(bytes));
+  });
+  // Only this file sets the object's derived form (client/object.h: one slot, one user).
+  return static_cast<const ProtoBytes&>(derived).bytes;
+}
+
+uint64_t ObjectProtoEncodings() { return encodings.load(std::memory_order_relaxed); }
 
 }  // namespace informerd::service

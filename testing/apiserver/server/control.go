@@ -484,6 +484,11 @@ type ChurnSpec struct {
 	Updates int  `json:"updates,omitempty"`
 	Deletes int  `json:"deletes,omitempty"`
 	Wait    bool `json:"wait,omitempty"` // answer when the churn has finished
+	// What an update writes into the payload's first 8 characters: "" random hex digits; "time"
+	// the wall clock's Unix time in microseconds modulo 2^32 as 8 hex digits, most significant
+	// first, so that a watcher can time each change from the server's write to its own read
+	// (unambiguous while that takes less than 71 minutes).
+	Stamp string `json:"stamp,omitempty"`
 }
 
 // ChurnStatus reports a change generator.
@@ -572,6 +577,9 @@ func (s *Server) StartChurn(spec ChurnSpec) (*churn, error) {
 	if spec.Bytes == 0 {
 		spec.Bytes = 1024
 	}
+	if spec.Stamp != "" && spec.Stamp != "time" {
+		return nil, fmt.Errorf("stamp: %q is neither \"\" nor \"time\"", spec.Stamp)
+	}
 	s.churnMu.Lock()
 	s.churnID++
 	c := &churn{id: s.churnID, spec: spec, quit: make(chan struct{}), done: make(chan struct{}), started: time.Now()}
@@ -658,7 +666,7 @@ func (s *Server) runChurn(r *resourceStore, c *churn) {
 				}
 			case pick < spec.Creates+spec.Updates:
 				cur := r.objects[keys[from+rng.IntN(n)]]
-				st.churnUpdateLocked(r, cur, rng)
+				st.churnUpdateLocked(r, cur, rng, spec.Stamp == "time")
 				updates++
 			default:
 				cur := r.objects[keys[from+rng.IntN(n)]]
@@ -681,12 +689,20 @@ func sortPrefixEnd(keys []string, prefix string) int {
 
 // churnUpdateLocked rewrites 8 characters of the object's payload (or adds
 // a churn annotation when it has none): a MODIFIED event of the same size.
+// They are random, or with stampTime the time (ChurnSpec.Stamp).
 // REQUIRES: s.mu held for writing.
-func (s *Store) churnUpdateLocked(r *resourceStore, cur *object, rng *rand.Rand) {
+func (s *Store) churnUpdateLocked(r *resourceStore, cur *object, rng *rand.Rand, stampTime bool) {
 	var sb [8]byte
-	x := rng.Uint32()
-	for i := range sb {
-		sb[i] = hexDigits[(x>>(4*i))&0xf]
+	if stampTime {
+		x := uint32(time.Now().UnixMicro())
+		for i := range sb {
+			sb[i] = hexDigits[(x>>(4*(7-i)))&0xf]
+		}
+	} else {
+		x := rng.Uint32()
+		for i := range sb {
+			sb[i] = hexDigits[(x>>(4*i))&0xf]
+		}
 	}
 	if r.def.Generation == GenerationNone && s.churnSpliceLocked(r, cur, sb) {
 		return

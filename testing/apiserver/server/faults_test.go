@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -404,4 +405,32 @@ func TestChurnedObjectsStayValid(t *testing.T) {
 			t.Fatalf("%s: %d items", res.name, n)
 		}
 	}
+}
+
+func TestChurnStampedWithTheTimeSaysWhenEachChangeWasMade(t *testing.T) {
+	srv := testServer(t, Options{})
+	c := newClient(t, srv)
+	path := nsPath("stamp", "configmaps")
+	c.mustCode(c.do("POST", "/_fake/seed", "", map[string]any{"resource": "configmaps", "namespace": "stamp", "count": 5, "bytes": 600}), 200)
+	w := c.watch(path + "?watch=1&resourceVersion=" + itoa(srv.store.CurrentRV()))
+	before := uint32(time.Now().UnixMicro())
+	c.mustCode(c.do("POST", "/_fake/churn", "", map[string]any{"resource": "configmaps", "namespace": "stamp", "ops": 50, "stamp": "time", "wait": true}), 200)
+	after := uint32(time.Now().UnixMicro())
+	for i := 0; i < 50; i++ {
+		e := w.next(t, false)
+		data, _ := e.Object["data"].(map[string]any)
+		payload, _ := data["payload"].(string)
+		if len(payload) < 8 {
+			t.Fatalf("event %d: payload %q", i, payload)
+		}
+		stamp, err := strconv.ParseUint(payload[:8], 16, 32)
+		if err != nil {
+			t.Fatalf("event %d: stamp %q: %v", i, payload[:8], err)
+		}
+		// Modulo 2^32, as a reader compares them.
+		if uint32(stamp)-before > after-before {
+			t.Fatalf("event %d: stamp %d not within [%d, %d]", i, stamp, before, after)
+		}
+	}
+	c.mustCode(c.do("POST", "/_fake/churn", "", map[string]any{"resource": "configmaps", "namespace": "stamp", "ops": 1, "stamp": "clock"}), 400)
 }

@@ -919,7 +919,9 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     updated = converted("live");
     EXPECT_TRUE(same(e.object(), updated));
     EXPECT_EQ(e.has_old_object(), w == &b);
-    if (w == &b) EXPECT_TRUE(same(e.old_object(), created));
+    if (w == &b) {
+      EXPECT_TRUE(same(e.old_object(), created));
+    }
   }
   // The old object was encoded when it was created.
   EXPECT_EQ(ObjectProtoEncodings() - before, 5u);

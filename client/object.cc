@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -11,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "base/mutex.h"
 #include "client/object_parser.h"
 
 namespace informerd::client {
@@ -571,16 +573,28 @@ std::optional<absl::string_view> Lookup(absl::Span<const Object::Label> map,
 
 Object::~Object() { delete derived_.load(std::memory_order_acquire); }
 
+namespace {
+
+// Serializes the first derived() call on an object without a mutex per object: an object maps
+// to one of these by its address. A reader that finds another making the form waits for it
+// instead of making a second copy (100 Watch streams sending one new object would otherwise
+// each encode it); objects sharing a stripe only wait for each other's first call.
+constexpr size_t kDerivedStripes = 64;
+Mutex& DerivedStripe(const void* object) {
+  static Mutex* const stripes = new Mutex[kDerivedStripes];
+  return stripes[(reinterpret_cast<uintptr_t>(object) >> 6) % kDerivedStripes];
+}
+
+}  // namespace
+
 const Object::Derived& Object::derived(
     absl::FunctionRef<std::unique_ptr<Derived>()> make) const {
   if (const Derived* d = derived_.load(std::memory_order_acquire); d != nullptr) return *d;
-  std::unique_ptr<Derived> made = make();
-  const Derived* expected = nullptr;
-  if (derived_.compare_exchange_strong(expected, made.get(), std::memory_order_acq_rel,
-                                       std::memory_order_acquire)) {
-    return *made.release();
-  }
-  return *expected;  // another reader's, made meanwhile; ours goes
+  MutexLock lock(&DerivedStripe(this));
+  if (const Derived* d = derived_.load(std::memory_order_acquire); d != nullptr) return *d;
+  const Derived* made = make().release();
+  derived_.store(made, std::memory_order_release);
+  return *made;
 }
 
 std::optional<absl::string_view> Object::label(absl::string_view key) const {

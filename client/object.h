@@ -126,7 +126,7 @@ class Object {
     virtual ~Derived() = default;
   };
   // The derived form: made by `make` on the first call, the same one for every later call.
-  // Concurrent first calls may each run `make`; one result is kept and the others are discarded.
+  // `make` runs once: concurrent first calls wait for it rather than make a second form.
   const Derived& derived(absl::FunctionRef<std::unique_ptr<Derived>()> make) const;
 
   // Heap bytes of the one allocation that holds this Object, its shared_ptr control block and

@@ -1,9 +1,14 @@
 #include "client/object.h"
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 #include "client/object_parser.h"
 #include "gmock/gmock.h"
@@ -147,6 +152,31 @@ TEST(ObjectTest, TheDerivedFormIsMadeOnceAndGoesWithTheObject) {
     EXPECT_EQ(alive, 1);
   }
   EXPECT_EQ(alive, 0);
+}
+
+TEST(ObjectTest, ConcurrentFirstCallsMakeTheDerivedFormOnce) {
+  auto o = Object::Parse(R"({"metadata":{"name":"a"}})");
+  ASSERT_TRUE(o.ok());
+  std::atomic<int> made{0};
+  std::atomic<bool> go{false};
+  auto make = [&]() -> std::unique_ptr<Object::Derived> {
+    made.fetch_add(1);
+    // Long enough that the other threads arrive while this one makes it.
+    absl::SleepFor(absl::Milliseconds(20));
+    return std::make_unique<Object::Derived>();
+  };
+  std::vector<const Object::Derived*> seen(8);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) {
+    threads.emplace_back([&, i] {
+      while (!go.load()) std::this_thread::yield();
+      seen[i] = &(*o)->derived(make);
+    });
+  }
+  go.store(true);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(made.load(), 1);
+  for (const Object::Derived* d : seen) EXPECT_EQ(d, seen[0]);
 }
 
 TEST(ObjectTest, TooManyAnnotationsOrFinalizersAreRefused) {

@@ -5,7 +5,7 @@
 //   Backoff backoff({}, clock);
 //   absl::Duration wait = backoff.Next();  // 0.8–1.6 s, then 1.6–3.2 s, ...
 //
-// Thread safety: not synchronised; one user (the reflector's thread).
+// Thread safety: not synchronised; one user (the reflector's steps, which run one at a time).
 #ifndef INFORMERD_SERVER_INFORMER_BACKOFF_H_
 #define INFORMERD_SERVER_INFORMER_BACKOFF_H_
 

@@ -31,11 +31,17 @@ absl::StatusOr<std::unique_ptr<DeltaFIFO>> DeltaFIFO::Create(Options options) {
 DeltaFIFO::DeltaFIFO(Options options)
     : known_objects_(options.known_objects),
       emit_delta_type_replaced_(options.emit_delta_type_replaced),
-      on_idle_resource_version_(std::move(options.on_idle_resource_version)) {}
+      on_idle_resource_version_(std::move(options.on_idle_resource_version)),
+      on_ready_(std::move(options.on_ready)) {}
 
 DeltaFIFO::~DeltaFIFO() = default;
 
 // ---- producer side ----
+
+void DeltaFIFO::Readied() {
+  not_empty_.Signal();
+  if (on_ready_) on_ready_();
+}
 
 void DeltaFIFO::RecordResourceVersionLocked(absl::string_view rv) {
   if (!rv.empty()) latest_rv_.assign(rv.data(), rv.size());
@@ -51,7 +57,7 @@ void DeltaFIFO::QueueActionLocked(DeltaType type, ObjectPtr object, bool final_s
     item.deltas.push_back(Delta{type, std::move(object), final_state_unknown});
     items_.emplace(owned_key, std::move(item));
     queue_.push_back(owned_key);
-    if (queue_.size() == 1) not_empty_.Signal();
+    if (queue_.size() == 1) Readied();
     return;
   }
   Deltas& deltas = it->second.deltas;
@@ -184,7 +190,7 @@ absl::Status DeltaFIFO::AddIfNotPresent(Deltas deltas) {
   item.deltas = std::move(deltas);
   items_.emplace(key, std::move(item));
   queue_.push_back(key);
-  if (queue_.size() == 1) not_empty_.Signal();
+  if (queue_.size() == 1) Readied();
   return absl::OkStatus();
 }
 
@@ -210,9 +216,9 @@ absl::Status DeltaFIFO::PopBatch(size_t max, ProcessFunc process) {
   }
 }
 
-absl::Status DeltaFIFO::TryPop(ProcessFunc process) {
+absl::Status DeltaFIFO::TryPopBatch(size_t max, ProcessFunc process) {
   MutexLock process_lock(&process_mu_);
-  std::optional<absl::Status> status = PopFront(1, process);
+  std::optional<absl::Status> status = PopFront(max, process);
   if (!status.has_value()) return absl::UnavailableError("DeltaFIFO: nothing queued");
   return *std::move(status);
 }

@@ -118,6 +118,10 @@ class DeltaFIFO {
     // See the header comment. Called on the thread of the Replace / UpdateResourceVersion /
     // Delete call, without the queue lock but while no item can be processed.
     std::function<void(const std::string& resource_version)> on_idle_resource_version;
+    // Called when the queue goes from empty to holding an item, with the queue lock held (it
+    // must not call back into the FIFO): a consumer that does not block in Pop schedules its
+    // TryPopBatch here.
+    std::function<void()> on_ready;
   };
 
   using ProcessFunc = absl::FunctionRef<absl::Status(Deltas& deltas, const PopContext& context)>;
@@ -153,7 +157,9 @@ class DeltaFIFO {
   // returns the first error of `process`, after processing them all.
   absl::Status PopBatch(size_t max, ProcessFunc process);
   // As Pop, but returns Unavailable at once when nothing is queued.
-  absl::Status TryPop(ProcessFunc process);
+  absl::Status TryPop(ProcessFunc process) { return TryPopBatch(1, process); }
+  // As PopBatch, but returns Unavailable at once when nothing is queued.
+  absl::Status TryPopBatch(size_t max, ProcessFunc process);
   // Wakes blocked Pops; they return Cancelled once the queue is empty.
   void Close();
   bool IsClosed() const;
@@ -182,6 +188,8 @@ class DeltaFIFO {
   void QueueActionLocked(DeltaType type, ObjectPtr object, bool final_state_unknown)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordResourceVersionLocked(absl::string_view rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The queue went from empty to one item: wake a blocked Pop and tell on_ready.
+  void Readied() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasSyncedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return populated_ && initial_population_count_ == 0;
   }
@@ -197,6 +205,7 @@ class DeltaFIFO {
   const KnownObjects* const known_objects_;
   const bool emit_delta_type_replaced_;
   const std::function<void(const std::string&)> on_idle_resource_version_;
+  const std::function<void()> on_ready_;
 
   // Held while an item is processed, and by the operations that read known_objects_ (which must
   // not see the cache between a Pop and the update it leads to). Taken before mu_.

@@ -418,6 +418,28 @@ TEST(DeltaFIFOTest, AddIfNotPresentRequeuesOnlyAbsentKeys) {  // TestDeltaFIFO_a
   EXPECT_EQ(PopNewest(*f), "4");
 }
 
+TEST(DeltaFIFOTest, OnReadyTellsWhenTheQueueStopsBeingEmpty) {
+  int ready = 0;
+  auto f = DeltaFIFO::Create({.on_ready = [&] { ++ready; }}).value();
+  EXPECT_EQ(f->TryPopBatch(8, [](Deltas&, const PopContext&) { return absl::OkStatus(); }).code(),
+            absl::StatusCode::kUnavailable);
+  f->Add(Fifo("a", 1));
+  f->Add(Fifo("b", 2));
+  f->Update(Fifo("a", 3));
+  EXPECT_EQ(ready, 1);  // only the first item readied it
+  std::vector<std::string> popped;
+  ASSERT_TRUE(f->TryPopBatch(8, [&](Deltas& d, const PopContext&) {
+                 popped.push_back(Describe(d).back());
+                 return absl::OkStatus();
+               }).ok());
+  EXPECT_THAT(popped, ElementsAre("Updated a@3", "Added b@2"));
+  f->Replace({Fifo("c", 4)}, "4");
+  EXPECT_EQ(ready, 2);
+  Deltas c = PopDeltas(*f);
+  ASSERT_TRUE(f->AddIfNotPresent(c).ok());
+  EXPECT_EQ(ready, 3);
+}
+
 TEST(DeltaFIFOTest, PopUnblocksWhenClosed) {  // PopShouldUnblockWhenClosed
   auto f = NewFifo();
   std::atomic<bool> returned{false};

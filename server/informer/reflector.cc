@@ -1,11 +1,10 @@
 #include "server/informer/reflector.h"
 
-#include <pthread.h>
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "client/api_error.h"
+#include "server/informer/informer_threads.h"
 #include "spdlog/spdlog.h"
 
 namespace informerd::informer {
@@ -82,10 +81,12 @@ Reflector::Reflector(ReflectorOptions options)
   // spdlog's registry is a lazily built singleton inside a library ThreadSanitizer cannot see
   // into: build it here, before any of this reflector's threads can log.
   (void)spdlog::default_logger_raw();
+  task_ = std::make_unique<SerialTask>(
+      options_.executor != nullptr ? options_.executor : ReflectorExecutor(), [this] { Step(); });
   backoff_timer_ = clock_->CreateTimer([this] {
     MutexLock lock(&mu_);
     backoff_fired_ = true;
-    cv_.SignalAll();
+    task_->Schedule();
   });
   stall_timer_ = clock_->CreateTimer([this] { OnStallTimer(); });
 }
@@ -101,18 +102,20 @@ void Reflector::Start() {
   MutexLock lock(&mu_);
   if (started_ || stop_) return;
   started_ = true;
-  thread_ = std::thread([this] { Run(); });
-  pthread_setname_np(thread_.native_handle(), "reflector");
+  task_->Schedule();
 }
 
 void Reflector::Stop() {
   {
     MutexLock lock(&mu_);
     stop_ = true;
-    cv_.SignalAll();
   }
-  if (thread_.joinable()) thread_.join();
+  task_->Stop();  // a step in progress (a list) ends; none follows
+  watch_.reset();  // no watch callback runs once this returns
+  backoff_timer_->Disarm();
   MutexLock lock(&mu_);
+  ++session_;  // whatever a stream still delivers is ignored
+  stall_timer_->Disarm();
   status_.state = ReflectorState::kStopped;
 }
 
@@ -154,49 +157,201 @@ void Reflector::RecordError(const absl::Status& status) {
 
 // ---- the cycle ----
 
-void Reflector::Run() {
-  bool first = true;
-  while (!Stopping()) {
-    // client-go's BackoffUntil(ListAndWatch, backoffManager, sliding=true): a backoff precedes
-    // every round but the first.
-    if (!first && !WaitBackoff()) break;
-    first = false;
-    absl::Status status = ListAndWatch();
-    if (!status.ok()) RecordError(status);
+void Reflector::Step() {
+  if (Stopping()) return;
+  switch (phase_) {
+    case Phase::kStart:
+      BeginRound();
+      return;
+    case Phase::kInitialEvents:
+      CheckInitialEvents();
+      return;
+    case Phase::kWatching:
+      CheckWatch();
+      return;
+    case Phase::kBackoffRound:
+    case Phase::kBackoffRewatch: {
+      {
+        MutexLock lock(&mu_);
+        if (!backoff_fired_) return;
+      }
+      if (phase_ == Phase::kBackoffRound) {
+        BeginRound();
+      } else {
+        OpenPlainWatch();
+      }
+      return;
+    }
   }
 }
 
-absl::Status Reflector::ListAndWatch() {
-  bool streaming = false;
+void Reflector::BeginRound() {
   bool try_streaming = false;
   {
     MutexLock lock(&mu_);
     try_streaming = options_.use_streaming_list && !status_.streaming_list_unsupported;
   }
-  if (try_streaming) {
-    absl::Status status = StreamingList();
-    if (Stopping()) return absl::OkStatus();
-    if (status.ok()) {
-      streaming = true;
+  if (!try_streaming) {
+    ListThenWatch();
+    return;
+  }
+  SetState(ReflectorState::kListing);
+  WatchRequest request;
+  {
+    MutexLock lock(&mu_);
+    request.resource_version =
+        last_sync_rv_unavailable_ ? "" : status_.last_sync_resource_version;
+  }
+  request.allow_bookmarks = true;
+  request.send_initial_events = true;
+  request.timeout_seconds = WatchTimeoutSeconds();
+  request.idle_timeout = options_.stall_timeout;
+  phase_ = Phase::kInitialEvents;
+  OpenWatch(request, /*initial_phase=*/true);
+}
+
+void Reflector::CheckInitialEvents() {
+  absl::Status status;
+  {
+    MutexLock lock(&mu_);
+    if (initial_events_ == InitialEvents::kArriving && session_stream_ == SessionStream::kOpen) {
+      return;  // still arriving
+    }
+    if (initial_events_ == InitialEvents::kDone) {
+      // The same stream goes on as the watch.
+      phase_ = Phase::kWatching;
     } else {
-      // client-go: "making progress is better than deadlocking" — fall back to a list.
-      absl::Status fallback(status.code(), absl::StrCat("streaming list failed, falling back to list: ",
-                                                        status.message()));
-      // Keeps the Kubernetes error (its reason) for whoever reports last_error.
-      status.ForEachPayload([&fallback](absl::string_view url, const absl::Cord& payload) {
-        fallback.SetPayload(url, payload);
-      });
-      RecordError(fallback);
-      MutexLock lock(&mu_);
-      ++status_.streaming_list_fallbacks;
-      if (StreamingListUnsupported(status)) status_.streaming_list_unsupported = true;
+      if (session_stream_ == SessionStream::kStalled) {
+        ++status_.stalls;
+        status = absl::DeadlineExceededError(
+            "streaming list stalled before its initial events ended");
+      } else {
+        status = session_end_status_.ok()
+                     ? absl::UnavailableError("streaming list ended before its initial events did")
+                     : session_end_status_;
+      }
+      ++session_;  // ignore whatever the stream still delivers
+      initial_events_ = InitialEvents::kNone;
+      initial_.clear();
+      stall_timer_->Disarm();
     }
   }
-  if (!streaming) {
-    absl::Status status = ListAndReplace();
-    if (!status.ok()) return status;
+  if (phase_ == Phase::kWatching) {
+    SetState(ReflectorState::kWatching);
+    CheckWatch();  // in case the stream ended already
+    return;
   }
-  return WatchLoop(streaming);
+  watch_.reset();
+  // client-go: "making progress is better than deadlocking" — fall back to a list.
+  absl::Status fallback(status.code(), absl::StrCat("streaming list failed, falling back to list: ",
+                                                    status.message()));
+  // Keeps the Kubernetes error (its reason) for whoever reports last_error.
+  status.ForEachPayload([&fallback](absl::string_view url, const absl::Cord& payload) {
+    fallback.SetPayload(url, payload);
+  });
+  RecordError(fallback);
+  {
+    MutexLock lock(&mu_);
+    ++status_.streaming_list_fallbacks;
+    if (StreamingListUnsupported(status)) status_.streaming_list_unsupported = true;
+  }
+  ListThenWatch();
+}
+
+void Reflector::ListThenWatch() {
+  absl::Status status = ListAndReplace();  // blocks this executor thread until it is done
+  if (Stopping()) return;
+  if (!status.ok()) {
+    EndRound(status);
+    return;
+  }
+  OpenPlainWatch();
+}
+
+void Reflector::OpenPlainWatch() {
+  WatchRequest request;
+  {
+    MutexLock lock(&mu_);
+    request.resource_version = status_.last_sync_resource_version;
+  }
+  request.allow_bookmarks = true;
+  request.timeout_seconds = WatchTimeoutSeconds();
+  request.idle_timeout = options_.stall_timeout;
+  SetState(ReflectorState::kWatching);
+  phase_ = Phase::kWatching;
+  OpenWatch(request, /*initial_phase=*/false);
+}
+
+void Reflector::CheckWatch() {
+  bool stalled = false;
+  absl::Status end;
+  absl::Duration lasted;
+  uint64_t events = 0;
+  {
+    MutexLock lock(&mu_);
+    if (session_stream_ == SessionStream::kOpen) return;  // still watching
+    end = session_end_status_;
+    // The ListerWatcher's byte-level idle timeout (DeadlineExceeded, not from the server) is
+    // the same stall, seen first.
+    stalled = session_stream_ == SessionStream::kStalled ||
+              (session_stream_ == SessionStream::kEnded &&
+               end.code() == absl::StatusCode::kDeadlineExceeded &&
+               client::ApiErrorCode(end) == 0);
+    lasted = clock_->Now() - session_started_;
+    events = session_events_;
+    ++session_;  // whatever the stream still delivers is ignored
+    stall_timer_->Disarm();
+    if (stalled) ++status_.stalls;
+  }
+  watch_.reset();  // no callback runs once this returns
+  if (Stopping()) return;
+  if (stalled) {
+    // informerd extension: nothing arrived for stall_timeout, not even a bookmark.
+    RecordError(absl::DeadlineExceededError(absl::StrCat(
+        "watch stalled: nothing received for ", absl::FormatDuration(options_.stall_timeout),
+        "; resuming from resourceVersion ", LastSyncResourceVersion())));
+    OpenPlainWatch();
+    return;
+  }
+  if (end.ok()) {
+    if (lasted < options_.very_short_watch && events == 0) {
+      EndRound(absl::UnavailableError(
+          absl::StrCat("very short watch: the watch lasted ", absl::FormatDuration(lasted),
+                       " and delivered nothing")));
+      return;
+    }
+    OpenPlainWatch();  // closed by the server (timeoutSeconds): watch again at once
+    return;
+  }
+  switch (Classify(end)) {
+    case AfterWatch::kRewatch:
+      OpenPlainWatch();
+      return;
+    case AfterWatch::kBackoffRewatch:
+      RecordError(end);
+      StartBackoff(Phase::kBackoffRewatch);
+      return;
+    case AfterWatch::kRelist:
+      EndRound(end);
+      return;
+  }
+}
+
+void Reflector::EndRound(const absl::Status& status) {
+  if (!status.ok()) RecordError(status);
+  StartBackoff(Phase::kBackoffRound);
+}
+
+void Reflector::StartBackoff(Phase then) {
+  const absl::Duration wait = backoff_.Next();
+  phase_ = then;
+  MutexLock lock(&mu_);
+  if (stop_) return;
+  status_.state = ReflectorState::kBackingOff;
+  status_.backoff_until = clock_->Now() + wait;
+  ++status_.backoffs;
+  backoff_fired_ = false;
+  backoff_timer_->ArmAt(status_.backoff_until);
 }
 
 std::string Reflector::RelistResourceVersionLocked() const {
@@ -281,48 +436,6 @@ absl::StatusOr<Reflector::Listed> Reflector::ListAll(const std::string& rv) {
   return listed;
 }
 
-absl::Status Reflector::StreamingList() {
-  SetState(ReflectorState::kListing);
-  WatchRequest request;
-  {
-    MutexLock lock(&mu_);
-    request.resource_version =
-        last_sync_rv_unavailable_ ? "" : status_.last_sync_resource_version;
-  }
-  request.allow_bookmarks = true;
-  request.send_initial_events = true;
-  request.timeout_seconds = WatchTimeoutSeconds();
-  request.idle_timeout = options_.stall_timeout;
-  OpenWatch(request, /*initial_phase=*/true);
-  absl::Status result;
-  {
-    MutexLock lock(&mu_);
-    while (initial_events_ == InitialEvents::kArriving &&
-           session_stream_ == SessionStream::kOpen && !stop_) {
-      cv_.Wait(&mu_);
-    }
-    if (stop_) {
-      result = absl::CancelledError("reflector stopped");
-    } else if (initial_events_ == InitialEvents::kDone) {
-      return absl::OkStatus();  // the stream goes on as the watch: WatchLoop takes watch_ over
-    } else if (session_stream_ == SessionStream::kStalled) {
-      ++status_.stalls;
-      result = absl::DeadlineExceededError(
-          "streaming list stalled before its initial events ended");
-    } else {
-      result = session_end_status_.ok()
-                   ? absl::UnavailableError("streaming list ended before its initial events did")
-                   : session_end_status_;
-    }
-    ++session_;  // ignore whatever the stream still delivers
-    initial_events_ = InitialEvents::kNone;
-    initial_.clear();
-    stall_timer_->Disarm();
-  }
-  watch_.reset();
-  return result;
-}
-
 void Reflector::OpenWatch(const WatchRequest& request, bool initial_phase) {
   uint64_t session;
   {
@@ -356,73 +469,6 @@ void Reflector::OpenWatch(const WatchRequest& request, bool initial_phase) {
 int64_t Reflector::WatchTimeoutSeconds() {
   const double r = std::uniform_real_distribution<double>(0.0, 1.0)(rng_);
   return static_cast<int64_t>(absl::ToDoubleSeconds(options_.min_watch_timeout) * (1.0 + r));
-}
-
-absl::Status Reflector::WatchLoop(bool running) {
-  for (;;) {
-    if (Stopping()) return absl::OkStatus();
-    if (!running) {
-      WatchRequest request;
-      {
-        MutexLock lock(&mu_);
-        request.resource_version = status_.last_sync_resource_version;
-      }
-      request.allow_bookmarks = true;
-      request.timeout_seconds = WatchTimeoutSeconds();
-      request.idle_timeout = options_.stall_timeout;
-      SetState(ReflectorState::kWatching);
-      OpenWatch(request, /*initial_phase=*/false);
-    }
-    running = false;
-    SetState(ReflectorState::kWatching);
-    bool stalled = false;
-    absl::Status end;
-    absl::Duration lasted;
-    uint64_t events = 0;
-    {
-      MutexLock lock(&mu_);
-      while (session_stream_ == SessionStream::kOpen && !stop_) cv_.Wait(&mu_);
-      end = session_end_status_;
-      // The ListerWatcher's byte-level idle timeout (DeadlineExceeded, not from the server) is
-      // the same stall, seen first.
-      stalled = session_stream_ == SessionStream::kStalled ||
-                (session_stream_ == SessionStream::kEnded &&
-                 end.code() == absl::StatusCode::kDeadlineExceeded &&
-                 client::ApiErrorCode(end) == 0);
-      lasted = clock_->Now() - session_started_;
-      events = session_events_;
-      ++session_;  // whatever the stream still delivers is ignored
-      stall_timer_->Disarm();
-      if (stalled) ++status_.stalls;
-    }
-    watch_.reset();  // no callback runs once this returns
-    if (Stopping()) return absl::OkStatus();
-    if (stalled) {
-      // informerd extension: nothing arrived for stall_timeout, not even a bookmark.
-      RecordError(absl::DeadlineExceededError(absl::StrCat(
-          "watch stalled: nothing received for ", absl::FormatDuration(options_.stall_timeout),
-          "; resuming from resourceVersion ", LastSyncResourceVersion())));
-      continue;
-    }
-    if (end.ok()) {
-      if (lasted < options_.very_short_watch && events == 0) {
-        return absl::UnavailableError(absl::StrCat(
-            "very short watch: the watch lasted ", absl::FormatDuration(lasted),
-            " and delivered nothing"));
-      }
-      continue;  // closed by the server (timeoutSeconds): watch again at once
-    }
-    switch (Classify(end)) {
-      case AfterWatch::kRewatch:
-        continue;
-      case AfterWatch::kBackoffRewatch:
-        RecordError(end);
-        if (!WaitBackoff()) return absl::OkStatus();
-        continue;
-      case AfterWatch::kRelist:
-        return end;
-    }
-  }
 }
 
 // ---- watch callbacks (the ListerWatcher's thread) ----
@@ -493,7 +539,7 @@ void Reflector::ApplyEventLocked(client::WatchEvent& event) {
       last_sync_rv_unavailable_ = false;
       ++status_.syncs;
       ++status_.streaming_syncs;
-      cv_.SignalAll();
+      task_->Schedule();
     } else if (!rv.empty()) {
       options_.store->UpdateResourceVersion(std::string(rv));
     }
@@ -543,7 +589,7 @@ void Reflector::OnClose(uint64_t session, absl::Status status) {
   if (session != session_ || session_stream_ == SessionStream::kEnded) return;
   session_stream_ = SessionStream::kEnded;
   session_end_status_ = std::move(status);
-  cv_.SignalAll();
+  task_->Schedule();
 }
 
 void Reflector::OnStallTimer() {
@@ -551,21 +597,7 @@ void Reflector::OnStallTimer() {
   if (session_stream_ != SessionStream::kOpen) return;
   // The deadline is re-armed on every batch; firing means nothing arrived since.
   session_stream_ = SessionStream::kStalled;
-  cv_.SignalAll();
-}
-
-bool Reflector::WaitBackoff() {
-  const absl::Duration wait = backoff_.Next();
-  MutexLock lock(&mu_);
-  if (stop_) return false;
-  status_.state = ReflectorState::kBackingOff;
-  status_.backoff_until = clock_->Now() + wait;
-  ++status_.backoffs;
-  backoff_fired_ = false;
-  backoff_timer_->ArmAt(status_.backoff_until);
-  while (!backoff_fired_ && !stop_) cv_.Wait(&mu_);
-  backoff_timer_->Disarm();
-  return !stop_;
+  task_->Schedule();
 }
 
 }  // namespace informerd::informer

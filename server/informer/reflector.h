@@ -7,7 +7,10 @@
 //   reflector->Start();
 //   ReflectorStatus s = reflector->status();  // state, last error, last synced RV, counters
 //
-// The cycle (docs/semantics.md §2, "The reflector"), on the reflector's own thread:
+// The cycle (docs/semantics.md §2, "The reflector"), as steps on the reflector executor
+// (informer_threads.h) — a reflector has no thread of its own: a step runs when something it
+// waits for happens (a watch ends, its initial events are in, a backoff is over), and waits by
+// returning:
 //   1. Sync. With use_streaming_list, a watch with sendInitialEvents=true: its events fill a
 //      temporary set until the bookmark annotated k8s.io/initial-events-end, then Replace, and the
 //      same stream goes on as the watch. If that fails (e.g. a server without WatchList), a
@@ -42,9 +45,9 @@
 // that the transport's thread only decodes; the FIFO's consumer applies the same (idempotent)
 // transform before storing.
 //
-// Thread safety: every public method may be called from any thread. List requests run on the
-// reflector's thread; watch callbacks run on the ListerWatcher's thread. Stop waits for a list
-// in progress to return.
+// Thread safety: every public method may be called from any thread. Steps (list requests
+// included) run one at a time on the executor; watch callbacks run on the ListerWatcher's thread.
+// Stop waits for a step in progress (a list) to return.
 #ifndef INFORMERD_SERVER_INFORMER_REFLECTOR_H_
 #define INFORMERD_SERVER_INFORMER_REFLECTOR_H_
 
@@ -52,7 +55,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -61,6 +63,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/executor.h"
 #include "base/hash.h"
 #include "base/mutex.h"
 #include "server/informer/backoff.h"
@@ -94,6 +97,8 @@ struct ReflectorOptions {
   Clock* clock = nullptr;
   // Seeds the jitter and watch timeouts; 0 picks a random seed.
   uint64_t seed = 0;
+  // Runs the reflector's steps; nullptr: ReflectorExecutor(). Must outlive the reflector.
+  Executor* executor = nullptr;
 };
 
 enum class ReflectorState {
@@ -137,9 +142,9 @@ class Reflector {
   Reflector(const Reflector&) = delete;
   Reflector& operator=(const Reflector&) = delete;
 
-  // Starts the reflector's thread. Once only.
+  // Starts the cycle. Once only.
   void Start();
-  // Ends the watch, interrupts a backoff, waits for a list in progress and joins the thread.
+  // Ends the watch, interrupts a backoff and waits for a list in progress. Not from a callback.
   void Stop();
 
   ReflectorStatus status() const;
@@ -148,9 +153,33 @@ class Reflector {
  private:
   explicit Reflector(ReflectorOptions options);
 
-  void Run();
-  // One round of client-go's ListAndWatch; returns why it ended.
-  absl::Status ListAndWatch();
+  // ---- the cycle: steps ----
+  // Where the cycle stands between steps. client-go runs it as BackoffUntil(ListAndWatch): a
+  // round (sync, then watch until a relist is needed) with a backoff before every round but the
+  // first; within a round, a watch that failed transiently is retried after a backoff.
+  enum class Phase {
+    kStart,           // the first round begins without a backoff
+    kInitialEvents,   // a streaming list's stream is open; its initial events are arriving
+    kWatching,        // a watch session is open
+    kBackoffRound,    // backing off before the next round
+    kBackoffRewatch,  // backing off before watching again from the last synced RV
+  };
+  // Runs on the executor whenever scheduled: moves the cycle on from phase_, or returns when
+  // what it waits for has not happened yet.
+  void Step();
+  // A round: a streaming list when allowed, else (or when it fails) list and watch.
+  void BeginRound();
+  // A streaming list's stream changed: its initial events are in (the stream goes on as the
+  // watch), or it ended or stalled first (fall back to a list).
+  void CheckInitialEvents();
+  // A paginated list, then a watch from its RV; a failed list ends the round.
+  void ListThenWatch();
+  void OpenPlainWatch();
+  // A watch session changed: when it ended, decide what follows (see the cycle above).
+  void CheckWatch();
+  // The round ended (with why, when it failed): back off, then the next round.
+  void EndRound(const absl::Status& status);
+  void StartBackoff(Phase then);
   // Paginated list (with the expired-RV retry) and Replace.
   absl::Status ListAndReplace();
   struct Listed {
@@ -159,11 +188,6 @@ class Reflector {
     bool paginated = false;
   };
   absl::StatusOr<Listed> ListAll(const std::string& resource_version);
-  // Streaming list. OK: Replace done and the stream goes on as the watch (session open).
-  absl::Status StreamingList();
-  // Watches until a relist is needed or the reflector stops; `running` when StreamingList left a
-  // stream open.
-  absl::Status WatchLoop(bool running);
 
   // ---- watch sessions ----
   // Opens a watch into watch_ as a new session. A failure to open ends the session at once.
@@ -179,8 +203,6 @@ class Reflector {
   ObjectPtr TransformOnly(ObjectPtr object) const;
   std::string RelistResourceVersionLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t WatchTimeoutSeconds();
-  // Waits for the next backoff; false when stopping.
-  bool WaitBackoff();
   bool Stopping() const;
   void SetState(ReflectorState state);
   void RecordError(const absl::Status& status);
@@ -189,7 +211,6 @@ class Reflector {
   Clock* const clock_;
 
   mutable Mutex mu_;
-  CondVar cv_;  // wakes the reflector's thread
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   ReflectorStatus status_ ABSL_GUARDED_BY(mu_);
@@ -216,14 +237,16 @@ class Reflector {
   absl::flat_hash_map<absl::string_view, ObjectPtr, StringHash, StringEq> initial_
       ABSL_GUARDED_BY(mu_);
 
-  // Used by the reflector's thread only.
+  // Used by steps only (they run one at a time), and by Stop once no step runs.
+  Phase phase_ = Phase::kStart;
   std::unique_ptr<WatchHandle> watch_;
   Backoff backoff_;
   std::mt19937_64 rng_;
 
   std::unique_ptr<Timer> backoff_timer_;
   std::unique_ptr<Timer> stall_timer_;
-  std::thread thread_;
+  // Last: destroyed (stopped) first.
+  std::unique_ptr<SerialTask> task_;
 };
 
 }  // namespace informerd::informer

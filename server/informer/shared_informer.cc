@@ -1,11 +1,11 @@
 #include "server/informer/shared_informer.h"
 
 #include <algorithm>
-#include <pthread.h>
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "server/informer/informer_threads.h"
 #include "spdlog/spdlog.h"
 
 namespace informerd::informer {
@@ -43,11 +43,16 @@ absl::StatusOr<std::unique_ptr<SharedInformer>> SharedInformer::Create(
   informer->store_ = *std::move(store);
   informer->known_objects_ = std::make_unique<StoreKnownObjects>(informer->store_.get());
   ThreadSafeStore* raw_store = informer->store_.get();
+  SharedInformer* self = informer.get();
+  informer->process_task_ = std::make_unique<SerialTask>(
+      options.executor != nullptr ? options.executor : ProcessingExecutor(),
+      [self] { self->ProcessStep(); });
   informer->fifo_ =
       DeltaFIFO::Create({.known_objects = informer->known_objects_.get(),
                          .emit_delta_type_replaced = true,
                          .on_idle_resource_version =
-                             [raw_store](const std::string& rv) { raw_store->SetResourceVersion(rv); }})
+                             [raw_store](const std::string& rv) { raw_store->SetResourceVersion(rv); },
+                         .on_ready = [self] { self->process_task_->Schedule(); }})
           .value();
   absl::StatusOr<std::unique_ptr<Reflector>> reflector = Reflector::Create({
       .name = informer->name_,
@@ -63,10 +68,10 @@ absl::StatusOr<std::unique_ptr<SharedInformer>> SharedInformer::Create(
       .backoff = options.backoff,
       .clock = informer->clock_,
       .seed = options.seed,
+      .executor = options.reflector_executor,
   });
   if (!reflector.ok()) return reflector.status();
   informer->reflector_ = *std::move(reflector);
-  SharedInformer* self = informer.get();
   informer->resync_timer_ = informer->clock_->CreateTimer([self] { self->OnResyncTimer(); });
   if (informer->metrics_ != nullptr) {
     // The callback re-arms its own timer through a pointer that stays valid while the timer is
@@ -101,8 +106,8 @@ absl::Status SharedInformer::Start() {
     }
     started_ = true;
   }
-  process_thread_ = std::thread([this] { ProcessLoop(); });
-  pthread_setname_np(process_thread_.native_handle(), "informer");
+  started_processing_ = true;
+  process_task_->Schedule();
   reflector_->Start();
   if (metrics_timer_ != nullptr) {
     UpdateMetrics();
@@ -121,7 +126,7 @@ void SharedInformer::Stop() {
   stopping_ = true;
   reflector_->Stop();
   fifo_->Close();
-  if (process_thread_.joinable()) process_thread_.join();
+  process_task_->Stop();  // waits for a turn in progress; none follows
   // Timers may be running callbacks that take distribute_mu_: destroy them without it.
   resync_timer_.reset();
   if (metrics_timer_ != nullptr) {
@@ -248,16 +253,19 @@ void SharedInformer::ResolveOverflow(ProcessorListener* listener) {
 
 // ---- processing ----
 
-void SharedInformer::ProcessLoop() {
-  while (!stopping_.load()) {
-    // Batches: one queue lock per batch, and the processing thread rarely parks while the
-    // reflector keeps delivering.
+void SharedInformer::ProcessStep() {
+  if (!started_processing_.load()) return;  // Start schedules the first turn
+  // Batches: one queue lock per batch. A turn is bounded so that a busy informer does not keep
+  // a shared thread from the others; the FIFO's on_ready schedules the turn after an empty one.
+  for (int batch = 0; batch < 4; ++batch) {
+    if (stopping_.load()) return;
     absl::Status status =
-        fifo_->PopBatch(256, [this](Deltas& deltas, const PopContext& context) {
+        fifo_->TryPopBatch(256, [this](Deltas& deltas, const PopContext& context) {
           return Process(deltas, context);
         });
-    if (absl::IsCancelled(status)) break;
+    if (absl::IsUnavailable(status)) return;
   }
+  process_task_->Schedule();
 }
 
 absl::Status SharedInformer::Process(Deltas& deltas, const PopContext& context) {

@@ -12,7 +12,8 @@
 //   informer->Stop();  // frees the cache and every buffer
 //
 // Pipeline: the reflector (reflector.h) queues what it lists and watches in the DeltaFIFO; the
-// informer's processing thread pops each key's deltas, transforms their objects (transform.h;
+// informer's consumer (a SerialTask on the processing executor, informer_threads.h: no thread
+// of its own, and one informer's deltas in order) pops each key's deltas, transforms their objects (transform.h;
 // managedFields stripped by default; listed objects were transformed by the reflector already),
 // applies them to the cache (ThreadSafeStore) and only then notifies the handlers
 // (client-go's HandleDeltas): an Added/Updated/Replaced/Sync delta is an Add when the key was not
@@ -34,7 +35,7 @@
 // A handler's series leave /metrics when it is removed, all of the informer's when it stops.
 //
 // Lifecycle: Start once; Stop once (from any thread but a handler's own callback) stops the
-// reflector, the processing thread and every handler, then empties the cache and buffers. A
+// reflector, the FIFO's consumer and every handler, then empties the cache and buffers. A
 // stopped informer cannot be restarted; create a new one.
 //
 // Thread safety: every method may be called from any thread.
@@ -47,13 +48,13 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/executor.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "server/informer/delta_fifo.h"
@@ -89,6 +90,10 @@ struct SharedInformerOptions {
   // nullptr: no metrics. Must outlive the informer.
   MetricsRegistry* metrics = nullptr;
   uint64_t seed = 0;
+  // Where the informer's work runs (informer_threads.h); nullptr: the process's executors.
+  // Must outlive the informer.
+  Executor* executor = nullptr;
+  Executor* reflector_executor = nullptr;
 };
 
 struct HandlerOptions {
@@ -155,7 +160,9 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   explicit SharedInformer(SharedInformerOptions& options);
   absl::StatusOr<std::shared_ptr<ProcessorListener>> Register(
       std::shared_ptr<ResourceEventHandler> handler, HandlerOptions options);
-  void ProcessLoop();
+  // One turn of the FIFO's consumer on the processing executor: a few batches, then another
+  // turn when more is queued (so that informers sharing the threads take turns).
+  void ProcessStep();
   absl::Status Process(Deltas& deltas, const PopContext& context);
   void Distribute(const Notification& notification, bool sync)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(distribute_mu_);
@@ -193,8 +200,9 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   // Keys processed since listeners were last woken.
   int undelivered_ ABSL_GUARDED_BY(distribute_mu_) = 0;
 
+  std::atomic<bool> started_processing_{false};
   std::atomic<bool> stopping_{false};
-  std::thread process_thread_;
+  std::unique_ptr<SerialTask> process_task_;
   std::unique_ptr<Timer> resync_timer_;
   std::unique_ptr<Timer> metrics_timer_;
 };

@@ -15,6 +15,14 @@
 namespace informerd {
 namespace {
 
+// Returns once every task posted to `executor` before the call has started (and, with one
+// thread, finished).
+void Drain(Executor& executor) {
+  absl::Notification drained;
+  executor.Post([&] { drained.Notify(); });
+  drained.WaitForNotification();
+}
+
 TEST(ExecutorTest, RunsEveryTaskOnItsOwnThreads) {
   std::atomic<int> ran{0};
   std::atomic<int> foreign{0};
@@ -119,10 +127,7 @@ TEST(SerialTaskTest, StopWaitsForTheRunInProgressAndNoRunFollows) {
   release.Notify();
   stopper.join();
   task.reset();
-  // Drain the executor: nothing more ran.
-  absl::Notification drained;
-  executor.Post([&] { drained.Notify(); });
-  drained.WaitForNotification();
+  Drain(executor);  // nothing more ran
   EXPECT_EQ(runs.load(), 1);
 }
 
@@ -138,13 +143,9 @@ TEST(SerialTaskTest, StopFromWithinTheRunReturnsAndEndsIt) {
   self = &task;
   task.Schedule();
   EXPECT_TRUE(Eventually([&] { return runs.load() == 1; }));
-  absl::Notification drained;
-  executor.Post([&] { drained.Notify(); });
-  drained.WaitForNotification();
+  Drain(executor);
   task.Schedule();  // ignored: stopped
-  absl::Notification drained_again;
-  executor.Post([&] { drained_again.Notify(); });
-  drained_again.WaitForNotification();
+  Drain(executor);
   EXPECT_EQ(runs.load(), 1);
 }
 

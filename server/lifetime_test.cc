@@ -7,6 +7,7 @@
 //
 // INFORMERD_CHURN_ROUNDS and INFORMERD_CHURN_SCALE lengthen the churn (`make soak`).
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <set>
@@ -88,6 +89,17 @@ class Api {
     grpc::Status s = informers_->EnsureInformer(&ctx, req, &res);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return res.id();
+  }
+  // Whether informer `id` synced within 60 s.
+  bool WaitForSync(const std::string& id) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    v1::WaitForSyncRequest req;
+    req.set_informer_id(id);
+    v1::InformerInfo res;
+    grpc::Status s = informers_->WaitForSync(&ctx, req, &res);
+    EXPECT_TRUE(s.ok()) << id << ": " << s.error_message();
+    return s.ok() && res.state().synced();
   }
   grpc::Status GetInformer(const std::string& id) {
     grpc::ClientContext ctx;
@@ -295,6 +307,30 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
     EXPECT_EQ(samples[i].object_series, warm.object_series) << "round " << i;
   }
   EXPECT_LE(last.series - warm.series, 3) << "grpc_server_handled_total grew by more codes";
+}
+
+TEST(LifetimeTest, InformersShareTheDaemonsThreads) {
+  // Informers run on fixed executors (server/informer/informer_threads.h): a daemon's threads do
+  // not grow with how many it runs. Before, each informer had two threads of its own.
+  const int informers = kSanitized ? 60 : 200;
+  absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
+      {"--config=" + WriteConfig("many", ClusterConfigYaml()), "--idle-timeout=0s"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  Api api(d->channel);
+  ASSERT_TRUE(SeedConfigMaps("many-0", 3).ok());
+  // One informer first: the executors and the cluster's transport exist from then on.
+  ASSERT_TRUE(api.WaitForSync(api.EnsureInformer("many-0")));
+  const int threads_with_one = d->Threads();
+  std::vector<std::string> ids;
+  for (int i = 1; i < informers; ++i) {
+    ids.push_back(api.EnsureInformer(absl::StrCat("many-", i)));
+    ASSERT_FALSE(ids.back().empty());
+  }
+  for (const std::string& id : ids) ASSERT_TRUE(api.WaitForSync(id));
+  EXPECT_EQ(static_cast<int>(api.ListInformers().informers_size()), informers);
+  // gRPC may add a few threads of its own under the burst of calls; informers add none.
+  EXPECT_LE(d->Threads(), threads_with_one + 8)
+      << informers << " informers; " << threads_with_one << " threads with one";
 }
 
 TEST(LifetimeTest, WhatTheApiCreatedAndNobodyUsesIsFreedAfterTheIdleTimeout) {

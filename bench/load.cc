@@ -49,9 +49,11 @@
 //   --change_objects=100   ConfigMaps load-000000 .. created before the run (existing ones reused).
 //   --change_threads=4     HTTP connections making changes.
 //   --churn                the API server makes the --change_rate changes itself (the fake API
-//                          server's POST /_fake/churn, stamped with the time) on --change_objects
-//                          ConfigMaps it seeds: rates no client's PATCHes reach; each event's
-//                          latency is timed from the server's stamp (Watch events only).
+//                          server's POST /_fake/churn, stamped with the time) on the objects of
+//                          --resource in --namespace — for ConfigMaps, --change_objects it seeds;
+//                          other resources must exist already: rates no client's PATCHes reach;
+//                          each event's latency is timed from the server's stamp (in the payload,
+//                          or the fake.informerd.io/churn annotation; Watch events only).
 //   --json                 print the summary as one JSON object on stdout.
 //
 // Replica sets: Queues and Work calls go to the leader. The tool asks --target (GetQueue) and, when
@@ -525,6 +527,7 @@ class Load {
     if (!o_.apiserver.empty()) {
       if (absl::Status s = o_.churn ? SeedObjects() : CreateObjects(); !s.ok()) return s;
     }
+    const int64_t sync_start = NowNs();
     if (!o_.resource.empty()) {
       if (absl::Status s = EnsureInformer(); !s.ok()) return s;
     }
@@ -540,6 +543,7 @@ class Load {
         return s;
       }
       objects_ = info.state().objects();
+      sync_seconds_ = static_cast<double>(NowNs() - sync_start) / 1e9;
       for (int i = 0; i < o_.lists; ++i) {
         if (absl::Status s = TimedList(); !s.ok()) return s;
       }
@@ -555,6 +559,7 @@ class Load {
 
   // --churn: the fake API server's own ConfigMaps, with the payload its churn stamps.
   absl::Status SeedObjects() {
+    if (ChurnResource() != "configmaps") return absl::OkStatus();  // they exist already
     httplib::Client http(o_.apiserver);
     http.set_connection_timeout(5);
     const std::string body =
@@ -570,12 +575,18 @@ class Load {
     return absl::OkStatus();
   }
 
+  // --churn: the resource the server changes (--resource's, ConfigMaps without one).
+  std::string ChurnResource() const {
+    if (o_.resource.empty()) return "configmaps";
+    return std::string(absl::string_view(o_.resource).substr(o_.resource.rfind('/') + 1));
+  }
+
   // --churn: starts the server's change generator for the run; its id, or 0 after an error.
   int StartChurn() {
     httplib::Client http(o_.apiserver);
     const std::string body = absl::StrFormat(
-        R"({"resource":"configmaps","namespace":"%s","rate":%d,"durationMs":%d,"stamp":"time"})",
-        o_.namespace_, static_cast<int>(o_.change_rate),
+        R"({"resource":"%s","namespace":"%s","rate":%d,"durationMs":%d,"stamp":"time"})",
+        ChurnResource(), o_.namespace_, static_cast<int>(o_.change_rate),
         static_cast<int>(absl::ToInt64Milliseconds(o_.duration)));
     auto res = http.Post("/_fake/churn", body, "application/json");
     int id = 0;
@@ -673,10 +684,15 @@ class Load {
     auto reader = stub->List(&ctx, req);
     v1::ListResponse res;
     uint64_t n = 0;
-    while (reader->Read(&res)) n += static_cast<uint64_t>(res.objects_size());
+    uint64_t bytes = 0;
+    while (reader->Read(&res)) {
+      n += static_cast<uint64_t>(res.objects_size());
+      for (const v1::Object& object : res.objects()) bytes += object.json().size();
+    }
     if (absl::Status s = FromGrpc("List", reader->Finish()); !s.ok()) return s;
     list_.Record(NowNs() - start);
     listed_ = n;
+    listed_bytes_ = bytes;
     return absl::OkStatus();
   }
 
@@ -914,12 +930,19 @@ class Load {
   }
 
   // --churn: how long ago, before `now_unix_ns`, the server stamped this object (its payload's
-  // first 8 hex digits: Unix µs mod 2^32); -1 when it has no such stamp.
+  // first 8 hex digits, or those of its churn annotation when it has no payload: Unix µs mod
+  // 2^32); -1 when it has no such stamp.
   static int64_t ChurnDelayNs(const std::string& json, int64_t now_unix_ns) {
-    const size_t at = json.find("\"payload\":\"");
-    if (at == std::string::npos || at + 11 + 8 > json.size()) return -1;
+    size_t at = std::string::npos;
+    for (std::string_view field : {"\"payload\":\"", "\"fake.informerd.io/churn\":\""}) {
+      if (const size_t found = json.find(field); found != std::string::npos) {
+        at = found + field.size();
+        break;
+      }
+    }
+    if (at == std::string::npos || at + 8 > json.size()) return -1;
     uint32_t stamp = 0;
-    for (size_t i = at + 11; i < at + 11 + 8; ++i) {
+    for (size_t i = at; i < at + 8; ++i) {
       const char c = json[i];
       const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
       if (digit < 0) return -1;
@@ -1147,7 +1170,8 @@ class Load {
           "\"event_latency\":%s,\"resnapshots\":%llu,\"gets\":%llu,\"get_errors\":%llu,"
           "\"get_latency\":%s,\"changes\":%llu,\"change_errors\":%llu,"
           "\"changes_per_second\":%.1f,\"informer\":\"%s\",\"informer_objects\":%llu,"
-          "\"list_objects\":%llu,\"list_latency\":%s,\"errors\":[%s]}\n",
+          "\"list_objects\":%llu,\"list_bytes\":%llu,\"sync_seconds\":%.3f,"
+          "\"list_latency\":%s,\"errors\":[%s]}\n",
           seconds, o_.workers, o_.batch, static_cast<unsigned long long>(completed_at_end_),
           keys_per_second, static_cast<unsigned long long>(counters_.added.load()),
           static_cast<unsigned long long>(counters_.add_errors.load()),
@@ -1160,6 +1184,7 @@ class Load {
           static_cast<unsigned long long>(counters_.change_errors.load()),
           static_cast<double>(counters_.changes.load()) / seconds, o_.informer,
           static_cast<unsigned long long>(objects_), static_cast<unsigned long long>(listed_),
+          static_cast<unsigned long long>(listed_bytes_), sync_seconds_,
           LatencyJson(list_), absl::StrJoin(quoted, ","));
       return;
     }
@@ -1232,6 +1257,8 @@ class Load {
   std::vector<std::unique_ptr<Recorder>> get_;
   LatencyHistogram list_;
   uint64_t listed_ = 0;
+  uint64_t listed_bytes_ = 0;  // the compact JSON of the objects the last List returned
+  double sync_seconds_ = 0;    // EnsureInformer (or WaitForSync of --informer) until synced
   uint64_t objects_ = 0;
   uint64_t prefilled_ = 0;
   int64_t start_ns_ = 0;

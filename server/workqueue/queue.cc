@@ -285,10 +285,7 @@ absl::Status Queue::Done(absl::string_view key) {
 
 absl::Status Queue::Done(const Lease& lease) {
   MutexLock lock(&mu_);
-  // Tokens are unique across the queue's life, so a matching token on a processing slot is
-  // this very hand-out; anything else is stale.
-  if (lease.slot >= slots_.size() || !slots_[lease.slot].processing ||
-      slots_[lease.slot].token != lease.token) {
+  if (!CurrentLocked(lease.slot, lease.token)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "lease of key \"", lease.key, "\" with token ", lease.token,
         " is not current (already done, or the key was handed out again); Done ignored"));
@@ -300,7 +297,7 @@ absl::Status Queue::Done(const Lease& lease) {
 size_t Queue::DoneAll(absl::Span<const HandOut> ends) {
   MutexLock lock(&mu_);
   auto current = [&](const HandOut& e) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return e.slot < slots_.size() && slots_[e.slot].processing && slots_[e.slot].token == e.token;
+    return CurrentLocked(e.slot, e.token);
   };
   // Two passes of prefetches before the work: the slots, then the index entries of the keys that
   // will leave it (neither added again nor waiting).
@@ -319,6 +316,12 @@ size_t Queue::DoneAll(absl::Span<const HandOut> ends) {
     ++ended;
   }
   return ended;
+}
+
+bool Queue::CurrentLocked(uint32_t slot, uint64_t token) const {
+  // Tokens are unique across the queue's life, so a matching token on a processing slot is that
+  // very hand-out; anything else is stale.
+  return slot < slots_.size() && slots_[slot].processing && slots_[slot].token == token;
 }
 
 void Queue::DoneLocked(SlotId id) {

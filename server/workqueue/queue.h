@@ -201,6 +201,8 @@ class Queue {
   SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillLeaseLocked(SlotId id, Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends processing of the live slot `id` (found by key or by lease).
+  // Whether (slot, token) is a hand-out still being processed.
+  bool CurrentLocked(uint32_t slot, uint64_t token) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DoneLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Spins briefly, without the lock, for a key to arrive or shutdown; then takes the lock and
   // waits for it. Returns with the lock held and a key waiting or the queue shut down.

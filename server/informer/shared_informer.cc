@@ -124,7 +124,7 @@ void SharedInformer::Stop() {
     stopped_ = true;
   }
   stopping_ = true;
-  reflector_->Stop();
+  if (reflector_ != nullptr) reflector_->Stop();  // null when Create failed part-way
   fifo_->Close();
   process_task_->Stop();  // waits for a turn in progress; none follows
   // Timers may be running callbacks that take distribute_mu_: destroy them without it.

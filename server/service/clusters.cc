@@ -58,6 +58,17 @@ absl::StatusOr<Clusters::Cluster*> Clusters::Find(absl::string_view name) {
                {{"cluster", wanted}});
 }
 
+Executor* Clusters::Cluster::reflector_executor() {
+  MutexLock lock(&mu_);
+  if (reflector_executor_ == nullptr) {
+    // Two: a cluster's informers mostly wait for watch events, which need no thread; lists come
+    // in bursts (at start, after a 410) and are paced by the client-side rate limit anyway.
+    reflector_executor_ =
+        std::make_unique<Executor>(Executor::Options{.threads = 2, .name = "reflectors"});
+  }
+  return reflector_executor_.get();
+}
+
 void Clusters::Cluster::RecordError(const absl::Status& error, absl::Time when) {
   if (error.ok()) return;
   MutexLock lock(&mu_);

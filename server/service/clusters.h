@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/executor.h"
 #include "base/mutex.h"
 #include "client/client.h"
 
@@ -50,6 +51,12 @@ class Clusters {
     // Its discovery(): client->discovery().
     std::unique_ptr<client::Client> client;
 
+    // Where the reflectors of this cluster's informers run (informer_threads.h): their list
+    // requests block an executor thread until answered, so a cluster whose API server hangs
+    // delays only its own informers' lists. Made on first use; outlives the informers, as the
+    // client does.
+    Executor* reflector_executor();
+
     // Remembers `error` (not OK) as the last error talking to this cluster, at `when`.
     void RecordError(const absl::Status& error, absl::Time when = absl::Now());
     // The last recorded error (OK if none) and when.
@@ -57,6 +64,7 @@ class Clusters {
 
    private:
     mutable Mutex mu_;
+    std::unique_ptr<Executor> reflector_executor_ ABSL_GUARDED_BY(mu_);
     absl::Status last_error_ ABSL_GUARDED_BY(mu_);
     absl::Time last_error_time_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   };

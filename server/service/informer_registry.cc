@@ -334,6 +334,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   options.backoff = options_.backoff;
   options.stall_timeout = options_.stall_timeout;
   options.metrics = options_.metrics;
+  options.reflector_executor = (*cluster)->reflector_executor();
   absl::StatusOr<std::unique_ptr<informer::SharedInformer>> built =
       informer::SharedInformer::Create(std::move(options));
   if (!built.ok()) return built.status();

@@ -435,6 +435,61 @@ TEST_F(InformerServiceTest, WaitForSyncEndsAtItsTimeoutOrTheCallDeadline) {
   EXPECT_FALSE(state.state().synced());
 }
 
+TEST_F(InformerServiceTest, AClusterWhoseListsHangDelaysOnlyItsOwnInformers) {
+  SetUpService("svc-hung-cluster");
+  ASSERT_TRUE(fixture_->Seed(2).ok());
+  // A second cluster on the same server whose lists and watches stall for 8 s: its reflectors
+  // hold their cluster's executor threads in blocking lists (clusters.h).
+  const std::string hung_agent = absl::StrCat("hung-", fixture_->user_agent());
+  ASSERT_TRUE(env_->clusters
+                  .Add({.name = "hung",
+                        .config = informer::testing::ApiServerFixture::Server()->config(),
+                        .user_agent = hung_agent})
+                  .ok());
+  for (const char* verb : {"list", "watch"}) {
+    ASSERT_TRUE(fixture_
+                    ->Immediate(absl::StrCat(R"({"type":"stall","verb":")", verb,
+                                             R"(","count":-1,"durationMs":8000,"userAgent":")",
+                                             hung_agent, R"("})"))
+                    .ok());
+  }
+  // As many hung informers as a process-wide executor of four threads would have had.
+  std::vector<std::string> hung;
+  for (int i = 0; i < 4; ++i) {
+    v1::InformerSpec spec = ConfigMapSpec();
+    spec.set_cluster("hung");
+    spec.set_namespace_(absl::StrCat(fixture_->ns(), "-", i));
+    v1::InformerInfo info;
+    ASSERT_TRUE(Ensure(spec, &info).ok());
+    hung.push_back(info.id());
+  }
+  // Each gives up its stalled streaming list (the stall timeout, 3 s) and lists instead.
+  for (const std::string& id : hung) {
+    ASSERT_TRUE(Eventually(
+        [&] {
+          grpc::ClientContext c;
+          v1::GetInformerRequest r;
+          r.set_informer_id(id);
+          v1::InformerInfo state;
+          return stub_->GetInformer(&c, r, &state).ok() && state.state().lists() >= 1;
+        },
+        absl::Seconds(30)))
+        << id;
+  }
+  // The healthy cluster's informer syncs meanwhile, well before any stalled list ends.
+  v1::InformerInfo info;
+  ASSERT_TRUE(Ensure(ConfigMapSpec(), &info).ok());
+  grpc::ClientContext c;
+  c.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(6));
+  v1::WaitForSyncRequest r;
+  r.set_informer_id(info.id());
+  v1::InformerInfo synced;
+  grpc::Status s = stub_->WaitForSync(&c, r, &synced);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(synced.state().objects(), 2u);
+  // (Stopping the hung informers waits for their lists: two at a time, 8 s each.)
+}
+
 TEST_F(InformerServiceTest, GetAndListReadTheCacheBySelectorAndIndex) {
   SetUpService("svc-reads");
   ASSERT_TRUE(fixture_->Seed(0).ok());  // creates the namespace

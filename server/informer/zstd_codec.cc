@@ -1,6 +1,9 @@
 #include "server/informer/zstd_codec.h"
 
 #include <zdict.h>
+// ZSTD_createCDict_advanced and ZSTD_getCParams: stable since zstd 1.3 and exported by Debian's
+// shared libzstd, but declared only for static linking.
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
 #include <vector>
@@ -65,7 +68,11 @@ absl::StatusOr<std::shared_ptr<const ZstdDictionary>> ZstdDictionary::FromBytes(
   std::shared_ptr<ZstdDictionary> dict(new ZstdDictionary());
   dict->bytes_ = std::move(bytes);
   // The digested forms copy what they need, so bytes_ may move with the dictionary.
-  dict->cdict_ = ZSTD_createCDict(dict->bytes_.data(), dict->bytes_.size(), kZstdLevel);
+  // Tables sized for objects of a few KiB: zstd's default for an unknown source size is a
+  // megabyte of hash tables in the digested dictionary, more than a small informer's objects.
+  dict->cdict_ = ZSTD_createCDict_advanced(
+      dict->bytes_.data(), dict->bytes_.size(), ZSTD_dlm_byCopy, ZSTD_dct_auto,
+      ZSTD_getCParams(kZstdLevel, kTypicalObjectSize, dict->bytes_.size()), ZSTD_defaultCMem);
   dict->ddict_ = ZSTD_createDDict(dict->bytes_.data(), dict->bytes_.size());
   if (dict->cdict_ == nullptr || dict->ddict_ == nullptr) {
     return absl::InvalidArgumentError("zstd rejected the dictionary");

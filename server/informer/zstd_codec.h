@@ -42,6 +42,8 @@ inline constexpr int kZstdLevel = 3;
 // The largest content a frame may declare: an Object's JSON is below 4 GiB, and Kubernetes
 // objects are below etcd's 1.5 MiB; anything larger is a corrupted frame.
 inline constexpr size_t kMaxContentSize = size_t{64} << 20;
+// What the compression tables are sized for (zstd's estimatedSrcSize).
+inline constexpr size_t kTypicalObjectSize = 16 << 10;
 
 class ZstdDictionary {
  public:

@@ -231,11 +231,16 @@ ThreadSafeStore::Stored ThreadSafeStore::UpdateLocked(ObjectPtr object, Stored s
         slot.object->uid() == object->uid()) {
       return {std::move(object), nullptr};  // the same version: keep the frame
     }
-    ReindexLocked(id, IndexedLocked(slot).get(), object.get());
+    ObjectPtr indexed = IndexedLocked(slot);
+    ReindexLocked(id, indexed.get(), object.get());
     object_bytes_ -= SlotBytesLocked(slot);
     if (!trained_ && slot.packed == nullptr) plain_bytes_ -= slot.object->json().size();
     // The key index compares against the slot's key, which is the same string in both objects.
     Stored previous{std::move(slot.object), std::move(slot.packed)};
+    // Decompressed for a field index already: the caller need not do it again.
+    if (previous.packed != nullptr && indexed != previous.object) {
+      previous = {std::move(indexed), nullptr};
+    }
     slot.object = std::move(stored.object);
     slot.packed = std::move(stored.packed);
     object_bytes_ += SlotBytesLocked(slot);
@@ -257,11 +262,13 @@ ThreadSafeStore::Stored ThreadSafeStore::UpdateLocked(ObjectPtr object, Stored s
 
 ThreadSafeStore::Stored ThreadSafeStore::RemoveSlotLocked(SlotId id) {
   Slot& slot = slots_[id];
-  ReindexLocked(id, IndexedLocked(slot).get(), nullptr);
+  ObjectPtr indexed = IndexedLocked(slot);
+  ReindexLocked(id, indexed.get(), nullptr);
   keys_.erase(id);  // before the slot is freed: the key index reads its hash32
   object_bytes_ -= SlotBytesLocked(slot);
   if (!trained_ && slot.packed == nullptr) plain_bytes_ -= slot.object->json().size();
   Stored removed{std::move(slot.object), std::move(slot.packed)};
+  if (removed.packed != nullptr && indexed != removed.object) removed = {std::move(indexed), nullptr};
   slot.object = nullptr;
   slot.packed = nullptr;
   slot.next_free = free_head_;

@@ -24,6 +24,9 @@ struct Contexts {
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_dictIDFlag, 0);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_contentSizeFlag, 1);
     ZSTD_CCtx_setParameter(cctx, ZSTD_c_compressionLevel, kZstdLevel);
+    // Reference the digested dictionary's tables instead of copying them into the context for
+    // every object: the copy (hundreds of KiB) would cost more than compressing a few KiB.
+    ZSTD_CCtx_setParameter(cctx, ZSTD_c_forceAttachDict, ZSTD_dictForceAttach);
   }
   ~Contexts() {
     ZSTD_freeCCtx(cctx);

@@ -235,12 +235,15 @@ TEST(CompressedStoreTest, TrainsWithoutADrainOnceEnoughIsStored) {
   EXPECT_LT(store->memory().bytes, bytes);
 }
 
-TEST(CompressedStoreTest, ForEachVisitsWholeObjects) {
+TEST(CompressedStoreTest, ForEachVisitsWholeObjectsAndForEachKeyTheKeys) {
   auto store = Compressed();
   const std::vector<ObjectPtr> pods = FillAsAList(*store, kListed);
-  std::vector<std::string> seen;
+  std::vector<std::string> seen, keys, expected_keys;
   store->ForEach([&](const ObjectPtr& o) { seen.emplace_back(o->json()); });
   EXPECT_THAT(seen, UnorderedElementsAreArray(Jsons(pods)));
+  store->ForEachKey([&](absl::string_view key) { keys.emplace_back(key); });
+  for (const ObjectPtr& p : pods) expected_keys.emplace_back(p->key());
+  EXPECT_THAT(keys, UnorderedElementsAreArray(expected_keys));
 }
 
 TEST(CompressedStoreTest, ConcurrentReadersDuringUpdatesSeeWholeObjects) {

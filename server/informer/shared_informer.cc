@@ -16,6 +16,9 @@ class SharedInformer::StoreKnownObjects : public KnownObjects {
   explicit StoreKnownObjects(const ThreadSafeStore* store) : store_(store) {}
   ObjectPtr GetByKey(absl::string_view key) const override { return store_->Get(key).object; }
   void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const override { store_->ForEach(fn); }
+  void ForEachKey(absl::FunctionRef<void(absl::string_view)> fn) const override {
+    store_->ForEachKey(fn);
+  }
   ObjectPtr GetUnchanged(const client::Object& object) const override {
     return store_->GetUnchanged(object);
   }

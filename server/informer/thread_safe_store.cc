@@ -645,6 +645,13 @@ void ThreadSafeStore::ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) cons
   for (const ObjectPtr& object : all.objects) fn(object);
 }
 
+void ThreadSafeStore::ForEachKey(absl::FunctionRef<void(absl::string_view)> fn) const {
+  MutexLock lock(&mu_);
+  for (const Slot& slot : slots_) {
+    if (slot.object != nullptr) fn(slot.object->key());
+  }
+}
+
 ObjectPtr ThreadSafeStore::GetUnchanged(const client::Object& object) const {
   MutexLock lock(&mu_);
   const SlotId id = FindLocked(object.key());

@@ -164,6 +164,10 @@ class ThreadSafeStore {
   // compression the objects are decompressed after the lock is released, and `fn` runs then.
   void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const;
 
+  // Calls `fn` with every key, the lock held (`fn` must not call into this store). Decompresses
+  // nothing.
+  void ForEachKey(absl::FunctionRef<void(absl::string_view key)> fn) const;
+
   // The stored object with `object`'s key when it has the same resourceVersion and uid (a relist
   // can share it instead of keeping a second copy); nullptr otherwise, and when that object is
   // kept compressed (storing `object` then keeps the stored frame, see Update).

@@ -315,7 +315,9 @@ class InformerState(_message.Message):
     last_error_unix_ms: _builtins.int
     objects: _builtins.int
     bytes: _builtins.int
-    """Bytes the cache holds (objects' JSON and metadata, indexes)."""
+    """Bytes the cache holds (objects' JSON and metadata, indexes; for a compressed cache, the
+    compressed objects, their metadata and the dictionary: the true footprint).
+    """
     subscribers: _builtins.int
     lists: _builtins.int
     watches: _builtins.int

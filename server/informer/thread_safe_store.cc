@@ -95,8 +95,9 @@ void ThreadSafeStore::MaybeTrain(bool drained) {
   std::vector<ObjectPtr> samples;
   {
     MutexLock lock(&mu_);
-    if (trained_) return;
+    if (trained_ || training_) return;
     if (plain_bytes_ < (drained ? kMinTrainBytes : kTrainBytes)) return;
+    training_ = true;  // a second writer thread, if any, does not train again meanwhile
     // Every object stored so far, up to about twice kTrainBytes of them, spread over the slots.
     const size_t step = std::max<size_t>(1, plain_bytes_ / (2 * kTrainBytes));
     size_t i = 0;
@@ -120,6 +121,7 @@ void ThreadSafeStore::MaybeTrain(bool drained) {
   {
     MutexLock lock(&mu_);
     trained_ = true;
+    training_ = false;
     dictionary_ = dictionary;
     plain_bytes_ = 0;
   }

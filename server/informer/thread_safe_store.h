@@ -320,6 +320,7 @@ class ThreadSafeStore {
   std::unique_ptr<Transform> shell_;
   bool content_indexes_ ABSL_GUARDED_BY(mu_) = false;  // a field or custom index exists
   bool trained_ ABSL_GUARDED_BY(mu_) = false;
+  bool training_ ABSL_GUARDED_BY(mu_) = false;
   std::shared_ptr<const ZstdDictionary> dictionary_ ABSL_GUARDED_BY(mu_);
   size_t plain_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // JSON of the plain objects before training
   ValueList new_values_ ABSL_GUARDED_BY(mu_);

@@ -129,12 +129,19 @@ void DeltaFIFO::Replace(std::vector<ObjectPtr> list, std::string resource_versio
     }
     // Deletions among known objects with nothing queued.
     if (known_objects_ != nullptr) {
-      known_objects_->ForEach([&](const ObjectPtr& object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        const absl::string_view key = object->key();
-        if (keys.contains(key) || items_.contains(key)) return;
-        ++queued_deletions;
-        QueueActionLocked(DeltaType::kDeleted, object, true);
+      // Keys first, then only the deleted objects whole (a tombstone carries the last known
+      // state): a compressed cache then decompresses those few, not every object it holds. The
+      // cache does not change meanwhile: it is written under process_mu_.
+      std::vector<std::string> gone;
+      known_objects_->ForEachKey([&](absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        if (!keys.contains(key) && !items_.contains(key)) gone.emplace_back(key);
       });
+      for (const std::string& key : gone) {
+        ObjectPtr object = known_objects_->GetByKey(key);
+        if (object == nullptr) continue;
+        ++queued_deletions;
+        QueueActionLocked(DeltaType::kDeleted, std::move(object), true);
+      }
     }
     if (!populated_) {
       populated_ = true;

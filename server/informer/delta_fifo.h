@@ -97,6 +97,23 @@ class KnownObjects {
   virtual ObjectPtr GetByKey(absl::string_view key) const = 0;
   // Calls `fn` for every known object. `fn` must not call back into the KnownObjects.
   virtual void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const = 0;
+  // Calls `fn` with the key of every known object (what Replace needs to find deletions: a cache
+  // that keeps objects compressed lists its keys without decompressing any). `fn` must not call
+  // back into the KnownObjects.
+  virtual void ForEachKey(absl::FunctionRef<void(absl::string_view key)> fn) const {
+    ForEach([&](const ObjectPtr& object) { fn(object->key()); });
+  }
+  // The known object with `object`'s key if it has the same resourceVersion and uid, for a relist
+  // to share instead of `object`; nullptr otherwise. A cache that keeps objects compressed
+  // answers nullptr without decompressing (it keeps its copy when given the same version).
+  virtual ObjectPtr GetUnchanged(const client::Object& object) const {
+    ObjectPtr known = GetByKey(object.key());
+    if (known != nullptr && known->resource_version() == object.resource_version() &&
+        known->uid() == object.uid()) {
+      return known;
+    }
+    return nullptr;
+  }
 };
 
 // What Pop tells its process function besides the deltas.

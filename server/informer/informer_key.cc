@@ -7,7 +7,8 @@ namespace informerd::informer {
 std::string InformerKey::ToString() const {
   return absl::StrCat(cluster, "|", resource.group.empty() ? "" : resource.group + "/",
                       resource.version, "/", resource.resource, "|", namespace_name, "|",
-                      label_selector, "|", field_selector, "|", transform);
+                      label_selector, "|", field_selector, "|", transform,
+                      compressed ? "|zstd" : "");
 }
 
 }  // namespace informerd::informer

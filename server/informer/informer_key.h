@@ -1,5 +1,5 @@
 // InformerKey: an informer's identity — cluster, group/version/resource, namespace, label
-// selector, field selector and transform. Two requests with equal keys share one running informer
+// selector, field selector, transform and storage (compressed or not). Two requests with equal keys share one running informer
 // (the service's InformerRegistry keeps them), and the informer id of the API is derived from
 // ToString().
 //
@@ -24,8 +24,12 @@ struct InformerKey {
   std::string field_selector;
   // Transform::fingerprint() of the informer's transform.
   std::string transform;
+  // The cache keeps objects compressed (StoreCompression::kZstd): another cache, another informer.
+  bool compressed = false;
 
-  // A canonical, readable identity, e.g. "prod|apps/v1/deployments|team-a|app=web||drop(...)".
+  // A canonical, readable identity, e.g. "prod|apps/v1/deployments|team-a|app=web||drop(...)",
+  // with "|zstd" at the end for a compressed cache (so that uncompressed informers keep the ids
+  // they had before compression existed).
   std::string ToString() const;
   bool operator==(const InformerKey&) const = default;
 };

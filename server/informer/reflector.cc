@@ -486,11 +486,8 @@ ObjectPtr Reflector::TransformOnly(ObjectPtr object) const {
 
 ObjectPtr Reflector::Prepare(ObjectPtr object) const {
   if (options_.known_objects != nullptr) {
-    ObjectPtr known = options_.known_objects->GetByKey(object->key());
-    if (known != nullptr && known->resource_version() == object->resource_version() &&
-        known->uid() == object->uid()) {
-      return known;  // unchanged: share the cached object instead of keeping a second copy
-    }
+    // Unchanged: share the cached object instead of keeping a second copy.
+    if (ObjectPtr known = options_.known_objects->GetUnchanged(*object)) return known;
   }
   return TransformOnly(std::move(object));
 }

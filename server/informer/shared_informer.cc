@@ -16,6 +16,12 @@ class SharedInformer::StoreKnownObjects : public KnownObjects {
   explicit StoreKnownObjects(const ThreadSafeStore* store) : store_(store) {}
   ObjectPtr GetByKey(absl::string_view key) const override { return store_->Get(key).object; }
   void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const override { store_->ForEach(fn); }
+  void ForEachKey(absl::FunctionRef<void(absl::string_view)> fn) const override {
+    store_->ForEachKey(fn);
+  }
+  ObjectPtr GetUnchanged(const client::Object& object) const override {
+    return store_->GetUnchanged(object);
+  }
 
  private:
   const ThreadSafeStore* const store_;
@@ -35,7 +41,8 @@ absl::StatusOr<std::unique_ptr<SharedInformer>> SharedInformer::Create(
   absl::StatusOr<std::unique_ptr<Transform>> transform = Transform::Create(applied);
   if (!transform.ok()) return transform.status();
   absl::StatusOr<std::unique_ptr<ThreadSafeStore>> store =
-      ThreadSafeStore::Create({.indexers = std::move(options.indexers)});
+      ThreadSafeStore::Create(
+          {.indexers = std::move(options.indexers), .compression = options.compression});
   if (!store.ok()) return store.status();
 
   std::unique_ptr<SharedInformer> informer(new SharedInformer(options));

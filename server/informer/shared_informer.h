@@ -75,6 +75,8 @@ struct SharedInformerOptions {
   // Events of another kind are dropped ("" accepts any).
   std::string expected_kind;
   std::vector<IndexSpec> indexers;
+  // How the cache keeps objects (thread_safe_store.h: compression).
+  StoreCompression compression = StoreCompression::kNone;
   TransformOptions transform;
   // Reflector settings (reflector.h).
   int64_t page_size = 500;

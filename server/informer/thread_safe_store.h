@@ -21,6 +21,27 @@
 // Memory accounting: memory() reports the number of objects and an estimate of the bytes they and
 // the store's own structures hold (ApproximateObjectBytes per object plus per-entry overhead).
 //
+// Compression (StoreOptions::compression = kZstd): the store keeps each object as a zstd frame of
+// its JSON (zstd_codec.h) beside a metadata shell — the object with only apiVersion, kind and
+// metadata without annotations (a Transform with metadata_only) — so that keys, resourceVersion and
+// uid checks, the namespace, label and owner indexes and label selectors never decompress.
+// Reads (Get, List, ByIndex, ForEach, ...) return ordinary Objects: each is decompressed and
+// parsed outside the lock, per read (nothing is cached, the point being not to hold the JSON).
+//   * The dictionary is trained once, on the writing thread, from the objects stored so far:
+//     when their JSON reaches kTrainBytes, or when the informer drains its queue
+//     (SetResourceVersion: e.g. the first list is in) with at least kMinTrainBytes of JSON. Until
+//     then objects are kept plain (an informer smaller than that stays plain: the dictionary
+//     would cost more than it saves); then those are compressed too, in batches (readers wait
+//     for one batch at most). If training fails the store compresses without a dictionary. The
+//     dictionary is never retrained: a kind's field names and common values do not drift much.
+//   * An object whose frame would not save kMinSaving bytes is kept plain (small objects).
+//   * Storing an object whose resourceVersion and uid equal the stored one's (a relist or resync)
+//     keeps the stored frame and returns the given object as the previous one.
+//   * Field and custom indexes need the contents: updating or deleting an object decompresses the
+//     previous version when the store has one. The returned previous object of Update and Delete
+//     is decompressed outside the lock.
+//   * memory() counts the frames, shells and the dictionary: the true footprint.
+//
 // Thread safety: every method may be called from any thread. Writes and reads are serialised by
 // one lock; reads copy shared_ptrs out under it and never block on a writer for longer than one
 // write.
@@ -43,12 +64,20 @@
 #include "base/mutex.h"
 #include "client/object.h"
 #include "server/informer/index.h"
+#include "server/informer/transform.h"
+#include "server/informer/zstd_codec.h"
 
 namespace informerd::informer {
+
+enum class StoreCompression {
+  kNone,
+  kZstd,  // zstd with a dictionary trained on the store's own objects
+};
 
 struct StoreOptions {
   // Indexes besides the built-in namespace index. Names must be unique and not "namespace".
   std::vector<IndexSpec> indexers;
+  StoreCompression compression = StoreCompression::kNone;
 };
 
 // The result of a Get: `object` is null when the key is absent.
@@ -131,13 +160,45 @@ class ThreadSafeStore {
   MemoryUsage memory() const;
 
   // Calls `fn` for every object with the store's lock held: `fn` must not call into this store.
-  // Used by the delta FIFO (known objects) and the informer (snapshots for new handlers).
+  // Used by the delta FIFO (known objects) and the informer (snapshots for new handlers). With
+  // compression the objects are decompressed after the lock is released, and `fn` runs then.
   void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const;
+
+  // Calls `fn` with every key, the lock held (`fn` must not call into this store). Decompresses
+  // nothing.
+  void ForEachKey(absl::FunctionRef<void(absl::string_view key)> fn) const;
+
+  // The stored object with `object`'s key when it has the same resourceVersion and uid (a relist
+  // can share it instead of keeping a second copy); nullptr otherwise, and when that object is
+  // kept compressed (storing `object` then keeps the stored frame, see Update).
+  ObjectPtr GetUnchanged(const client::Object& object) const;
+
+  // Compression: train the dictionary when the JSON of the plain objects reaches this many bytes
+  // (zstd wants about 100 times the dictionary's size) ...
+  static constexpr size_t kTrainBytes = 100 * ZstdDictionary::kDefaultCapacity;
+  // ... or at a drain, once it is at least this much. Below it the store stays plain: the
+  // digested dictionary (about half a MiB of zstd tables) would cost more than it saves.
+  static constexpr size_t kMinTrainBytes = 1 << 20;
+  // Objects whose frame would not be this much smaller are kept plain.
+  static constexpr size_t kMinSaving = 64;
 
  private:
   using SlotId = uint32_t;
+  // A compressed object: its JSON as one zstd frame, and the dictionary it was made with.
+  struct Packed {
+    std::string frame;
+    std::shared_ptr<const ZstdDictionary> dictionary;  // null: none
+  };
+  using PackedPtr = std::shared_ptr<const Packed>;
+  // An object as the store holds it: plain (packed null), or a metadata shell and its frame.
+  struct Stored {
+    ObjectPtr object;
+    PackedPtr packed;
+  };
+
   struct Slot {
-    ObjectPtr object;     // null: free
+    ObjectPtr object;     // null: free. The metadata shell when packed is set.
+    PackedPtr packed;     // compression: the whole object, when it is kept compressed
     uint32_t hash32 = 0;  // Hash32(key)
     union {
       uint32_t epoch = 0;  // live: Replace's mark
@@ -196,12 +257,35 @@ class ThreadSafeStore {
 
   ThreadSafeStore() = default;
 
+  // Compression: the object to store for `object` (its shell and frame, or itself).
+  Stored Pack(ObjectPtr object, const std::shared_ptr<const ZstdDictionary>& dictionary) const;
+  // The whole object of `stored` (decompressed and parsed when packed); null on a decoding
+  // failure, which is logged (it would be a bug: the store made the frame).
+  static ObjectPtr Unpack(const Stored& stored);
+  // Unpacks every packed object that a read collected outside the lock, in place; drops the
+  // objects that fail.
+  static void UnpackAll(std::vector<ObjectPtr>& objects, std::vector<std::pair<size_t, PackedPtr>>& packed);
+  // Trains the dictionary and compresses the plain objects (see the header comment). Takes the
+  // lock in batches. A no-op unless training is due.
+  void MaybeTrain(bool drained) ABSL_LOCKS_EXCLUDED(mu_);
+  static size_t PackedBytes(const Packed& packed);
+  size_t SlotBytesLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends slot `id`'s object to `objects`, noting it in `packed` when it needs unpacking.
+  void CollectLocked(SlotId id, std::vector<ObjectPtr>& objects,
+                     std::vector<std::pair<size_t, PackedPtr>>& packed) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   SlotId FindLocked(absl::string_view key) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A free slot: a reused one, or a new one at the end.
   SlotId NewSlotLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Stores `object` (keyed by its key); returns the previous object. Sets the slot's epoch.
-  ObjectPtr UpdateLocked(ObjectPtr object, uint32_t epoch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  ObjectPtr RemoveSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `stored` is the object to keep for `object` (its Pack, or null to store `object` plain);
+  // the previous one comes back as stored.
+  Stored UpdateLocked(ObjectPtr object, Stored stored, uint32_t epoch)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Stored RemoveSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What the indexes read of a stored object: the shell, unless an index needs the contents.
+  ObjectPtr IndexedLocked(const Slot& slot) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Moves slot `id` from the values of `old_object` to those of `new_object` in every index
   // (either may be null).
   void ReindexLocked(SlotId id, const client::Object* old_object,
@@ -232,6 +316,13 @@ class ThreadSafeStore {
   uint32_t epoch_ ABSL_GUARDED_BY(mu_) = 0;
   size_t object_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   ValueList old_values_ ABSL_GUARDED_BY(mu_);
+  // Compression. shell_ is null when it is off.
+  std::unique_ptr<Transform> shell_;
+  bool content_indexes_ ABSL_GUARDED_BY(mu_) = false;  // a field or custom index exists
+  bool trained_ ABSL_GUARDED_BY(mu_) = false;
+  bool training_ ABSL_GUARDED_BY(mu_) = false;
+  std::shared_ptr<const ZstdDictionary> dictionary_ ABSL_GUARDED_BY(mu_);
+  size_t plain_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // JSON of the plain objects before training
   ValueList new_values_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -44,6 +44,7 @@ struct Validated {
   std::vector<informer::IndexSpec> indexes;
   informer::TransformOptions transform;
   std::string transform_fingerprint;
+  informer::StoreCompression compression = informer::StoreCompression::kNone;
 };
 
 absl::StatusOr<informer::IndexSpec> ConvertIndex(const v1::IndexSpec& in, const std::string& field) {
@@ -171,6 +172,18 @@ absl::StatusOr<Validated> Validate(const v1::InformerSpec& spec) {
       informer::Transform::Create(v.transform);
   if (!transform.ok()) return InvalidField("spec.transform", transform.status().message());
   v.transform_fingerprint = (*transform)->fingerprint();
+  switch (spec.storage().compression()) {
+    case v1::StorageSpec::COMPRESSION_UNSPECIFIED:
+    case v1::StorageSpec::COMPRESSION_NONE:
+      break;
+    case v1::StorageSpec::COMPRESSION_ZSTD:
+      v.compression = informer::StoreCompression::kZstd;
+      break;
+    default:  // a number this daemon does not know (a newer client's)
+      return InvalidField("spec.storage.compression",
+                          absl::StrCat("unknown value ", spec.storage().compression(),
+                                       " (COMPRESSION_NONE or COMPRESSION_ZSTD)"));
+  }
   return v;
 }
 
@@ -248,7 +261,8 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
                             .namespace_name = spec.namespace_(),
                             .label_selector = v->label_selector,
                             .field_selector = v->field_selector,
-                            .transform = v->transform_fingerprint};
+                            .transform = v->transform_fingerprint,
+                            .compressed = v->compression != informer::StoreCompression::kNone};
   const std::string id = absl::StrFormat(
       "%s%s-%016x", info->gvr.resource, info->gvr.group.empty() ? "" : "." + info->gvr.group,
       Fnv1a64(key.ToString()));
@@ -315,6 +329,8 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   entry.namespaced = info->namespaced;
   entry.spec.set_label_selector(v->label_selector);
   entry.spec.set_field_selector(v->field_selector);
+  // COMPRESSION_NONE is the default: normalized away, so that equal specs read alike.
+  if (v->compression == informer::StoreCompression::kNone) entry.spec.clear_storage();
 
   absl::StatusOr<std::unique_ptr<informer::ClientListerWatcher>> lw =
       informer::ClientListerWatcher::Create({.client = (*cluster)->client.get(),
@@ -331,6 +347,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   options.expected_kind = info->kind;
   options.indexers = std::move(v->indexes);
   options.transform = std::move(v->transform);
+  options.compression = v->compression;
   options.backoff = options_.backoff;
   options.stall_timeout = options_.stall_timeout;
   options.metrics = options_.metrics;

@@ -6,7 +6,7 @@
 //   std::shared_ptr<informer::SharedInformer> inf = informers.Find(e->id);
 //
 // An informer is identified by its normalized spec (cluster, resolved GVR, namespace, selectors,
-// transform): Ensure with an equal spec returns the running one (adding any new indexes), so every
+// transform, storage): Ensure with an equal spec returns the running one (adding any new indexes), so every
 // client asking for "pods in team-a" shares one watch and one cache.
 //
 // Ids are stable across restarts and processes: "<resource>[.<group>]-<16 hex digits>", the hex

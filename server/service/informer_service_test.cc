@@ -210,6 +210,79 @@ TEST_F(InformerServiceTest, EnsureIsIdempotentAndNormalizesTheSpec) {
   EXPECT_NE(other.id(), first.id());
 }
 
+// Compression is part of an informer's identity; objects read back whole; `bytes` shrinks.
+TEST_F(InformerServiceTest, ACompressedInformerIsAnotherInformerWhoseObjectsRoundTrip) {
+  SetUpService("svc-zstd");
+  // 2.4 MiB of ConfigMaps: enough for the cache to train its dictionary at the first drain.
+  ASSERT_TRUE(fixture_->Seed(600, 4096).ok());
+  v1::InformerSpec plain_spec = ConfigMapSpec();
+  v1::IndexSpec* index = plain_spec.add_indexes();
+  index->set_name("by-bucket");
+  index->set_label_key("fake.informerd.io/bucket");
+  v1::InformerSpec zstd_spec = plain_spec;
+  zstd_spec.mutable_storage()->set_compression(v1::StorageSpec::COMPRESSION_ZSTD);
+  v1::InformerSpec none_spec = plain_spec;
+  none_spec.mutable_storage()->set_compression(v1::StorageSpec::COMPRESSION_NONE);
+
+  const std::string plain = EnsureSynced(plain_spec);
+  const std::string zstd = EnsureSynced(zstd_spec);
+  EXPECT_NE(zstd, plain) << "another cache, another informer";
+  v1::InformerInfo info;
+  ASSERT_TRUE(Ensure(none_spec, &info).ok());
+  EXPECT_EQ(info.id(), plain) << "COMPRESSION_NONE is the default";
+  EXPECT_FALSE(info.spec().has_storage()) << "normalized away";
+  ASSERT_TRUE(Ensure(zstd_spec, &info).ok());
+  EXPECT_EQ(info.id(), zstd);
+  EXPECT_EQ(info.spec().storage().compression(), v1::StorageSpec::COMPRESSION_ZSTD);
+
+  auto state = [&](const std::string& id) {
+    grpc::ClientContext c;
+    v1::GetInformerRequest r;
+    r.set_informer_id(id);
+    v1::InformerInfo i;
+    EXPECT_TRUE(stub_->GetInformer(&c, r, &i).ok());
+    return i.state();
+  };
+  // The dictionary is trained once the first list has drained, just after the sync.
+  uint64_t plain_bytes = 0, zstd_bytes = 0;
+  EXPECT_TRUE(Eventually([&] {
+    plain_bytes = state(plain).bytes();
+    zstd_bytes = state(zstd).bytes();
+    // (With only 600 objects, the digested dictionary's ~0.5 MiB is a third of it.)
+    return zstd_bytes * 2 < plain_bytes;
+  }, absl::Seconds(30))) << "plain " << plain_bytes << " bytes, zstd " << zstd_bytes;
+  EXPECT_EQ(state(zstd).objects(), 600u);
+
+  // Every read returns the objects as the uncompressed informer has them.
+  auto list = [&](const std::string& id, const std::string& index_value) {
+    v1::ListRequest r;
+    r.set_informer_id(id);
+    if (!index_value.empty()) {
+      r.set_index_name("by-bucket");
+      r.set_index_value(index_value);
+    }
+    grpc::Status s;
+    std::map<std::string, std::string> json;
+    for (const v1::Object& o : ListAll(r, &s)) json[o.metadata().name()] = o.json();
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return json;
+  };
+  const std::map<std::string, std::string> all = list(plain, "");
+  ASSERT_EQ(all.size(), 600u);
+  EXPECT_EQ(list(zstd, ""), all);
+  EXPECT_EQ(list(zstd, "3").size(), 60u);
+  EXPECT_EQ(list(zstd, "3"), list(plain, "3"));
+  grpc::ClientContext c;
+  v1::GetRequest r;
+  r.set_informer_id(zstd);
+  r.set_key(absl::StrCat(fixture_->ns(), "/seed-0000042"));
+  v1::GetResponse got;
+  ASSERT_TRUE(stub_->Get(&c, r, &got).ok());
+  ASSERT_TRUE(got.found());
+  EXPECT_EQ(got.object().json(), all.at("seed-0000042"));
+  EXPECT_EQ(got.object().metadata().labels().at("fake.informerd.io/bucket"), "2");
+}
+
 TEST_F(InformerServiceTest, EnsureAddsIndexesToTheRunningInformerAndRefusesConflicts) {
   SetUpService("svc-indexes");
   v1::InformerSpec spec = ConfigMapSpec();
@@ -274,6 +347,11 @@ TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByNameInTheErrorDetails) {
          s.mutable_transform()->set_metadata_only(true);
        },
        grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.transform"},
+      {[](v1::InformerSpec& s) {
+         // A value from a newer API than this daemon's.
+         s.mutable_storage()->set_compression(static_cast<v1::StorageSpec::Compression>(7));
+       },
+       grpc::StatusCode::INVALID_ARGUMENT, "INVALID_FIELD", "spec.storage.compression"},
       {[](v1::InformerSpec& s) { s.mutable_resource()->set_resource("nopes"); },
        grpc::StatusCode::NOT_FOUND, "RESOURCE_NOT_FOUND", "spec.resource"},
       {[](v1::InformerSpec& s) {

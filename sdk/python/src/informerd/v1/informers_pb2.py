@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from informerd.v1 import objects_pb2 as informerd_dot_v1_dot_objects__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cinformerd/v1/informers.proto\x12\x0cinformerd.v1\x1a\x1ainformerd/v1/objects.proto\"w\n\tIndexSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\tlabel_key\x18\x02 \x01(\tH\x00\x12\x14\n\nfield_path\x18\x03 \x01(\tH\x00\x12)\n\x05owner\x18\x04 \x01(\x0b\x32\x18.informerd.v1.OwnerIndexH\x00\x42\x06\n\x04kind\">\n\nOwnerIndex\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nall_owners\x18\x02 \x01(\x08\x12\x0e\n\x06\x62y_uid\x18\x03 \x01(\x08\"k\n\rTransformSpec\x12\x1b\n\x13keep_managed_fields\x18\x01 \x01(\x08\x12\x12\n\ndrop_paths\x18\x02 \x03(\t\x12\x12\n\nkeep_paths\x18\x03 \x03(\t\x12\x15\n\rmetadata_only\x18\x04 \x01(\x08\"\x95\x02\n\x0cInformerSpec\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x34\n\x08resource\x18\x02 \x01(\x0b\x32\".informerd.v1.GroupVersionResource\x12\x13\n\x0b\x61pi_version\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x16\n\x0elabel_selector\x18\x06 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x07 \x01(\t\x12(\n\x07indexes\x18\x08 \x03(\x0b\x32\x17.informerd.v1.IndexSpec\x12.\n\ttransform\x18\t \x01(\x0b\x32\x1b.informerd.v1.TransformSpec\"\xa2\x02\n\rInformerState\x12\x0e\n\x06synced\x18\x01 \x01(\x08\x12\x17\n\x0freflector_state\x18\x02 \x01(\t\x12\"\n\x1alast_sync_resource_version\x18\x03 \x01(\t\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x1a\n\x12last_error_unix_ms\x18\x05 \x01(\x03\x12\x0f\n\x07objects\x18\x06 \x01(\x04\x12\r\n\x05\x62ytes\x18\x07 \x01(\x04\x12\x13\n\x0bsubscribers\x18\x08 \x01(\r\x12\r\n\x05lists\x18\t \x01(\x04\x12\x0f\n\x07watches\x18\n \x01(\x04\x12\x0e\n\x06\x65vents\x18\x0b \x01(\x04\x12/\n\treflector\x18\x0c \x01(\x0e\x32\x1c.informerd.v1.ReflectorState\"\xbd\x01\n\x0cInformerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x04spec\x18\x02 \x01(\x0b\x32\x1a.informerd.v1.InformerSpec\x12*\n\x05state\x18\x03 \x01(\x0b\x32\x1b.informerd.v1.InformerState\x12\x12\n\nnamespaced\x18\x04 \x01(\x08\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x19\n\x11last_used_unix_ms\x18\x06 \x01(\x03\x12\x0e\n\x06pinned\x18\x07 \x01(\x08\"A\n\x15\x45nsureInformerRequest\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.informerd.v1.InformerSpec\",\n\x15\x44\x65leteInformerRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteInformerResponse\")\n\x12GetInformerRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\"=\n\x12WaitForSyncRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\".\n\nGetRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\\\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\x12\x18\n\x10resource_version\x18\x03 \x01(\t\"\xbb\x01\n\x0bListRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x04 \x01(\t\x12\x12\n\nindex_name\x18\x05 \x01(\t\x12\x13\n\x0bindex_value\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\r\x12\x17\n\x0fmax_batch_bytes\x18\x08 \x01(\r\"O\n\x0cListResponse\x12%\n\x07objects\x18\x01 \x03(\x0b\x32\x14.informerd.v1.Object\x12\x18\n\x10resource_version\x18\x02 \x01(\t\"\x93\x01\n\x0cWatchRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\r\x12\x11\n\tmax_batch\x18\x03 \x01(\r\x12\x1a\n\x12include_old_object\x18\x04 \x01(\x08\x12\x17\n\x0fmax_batch_bytes\x18\x05 \x01(\r\x12\x11\n\tnamespace\x18\x06 \x01(\t\"\xa5\x02\n\nWatchEvent\x12+\n\x04type\x18\x01 \x01(\x0e\x32\x1d.informerd.v1.WatchEvent.Type\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\x12(\n\nold_object\x18\x03 \x01(\x0b\x32\x14.informerd.v1.Object\x12\x0f\n\x07initial\x18\x04 \x01(\x08\x12\x11\n\ttombstone\x18\x05 \x01(\x08\x12\x17\n\x0fresnapshot_keys\x18\x06 \x01(\x04\"]\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0b\n\x07UPDATED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\x12\n\n\x06SYNCED\x10\x04\x12\x0e\n\nRESNAPSHOT\x10\x05\"9\n\rWatchResponse\x12(\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x18.informerd.v1.WatchEvent*\xc4\x01\n\x0eReflectorState\x12\x1f\n\x1bREFLECTOR_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14REFLECTOR_STATE_IDLE\x10\x01\x12\x1b\n\x17REFLECTOR_STATE_LISTING\x10\x02\x12\x1c\n\x18REFLECTOR_STATE_WATCHING\x10\x03\x12\x1f\n\x1bREFLECTOR_STATE_BACKING_OFF\x10\x04\x12\x1b\n\x17REFLECTOR_STATE_STOPPED\x10\x05\x32\x96\x04\n\tInformers\x12Q\n\x0e\x45nsureInformer\x12#.informerd.v1.EnsureInformerRequest\x1a\x1a.informerd.v1.InformerInfo\x12[\n\x0e\x44\x65leteInformer\x12#.informerd.v1.DeleteInformerRequest\x1a$.informerd.v1.DeleteInformerResponse\x12K\n\x0bGetInformer\x12 .informerd.v1.GetInformerRequest\x1a\x1a.informerd.v1.InformerInfo\x12K\n\x0bWaitForSync\x12 .informerd.v1.WaitForSyncRequest\x1a\x1a.informerd.v1.InformerInfo\x12:\n\x03Get\x12\x18.informerd.v1.GetRequest\x1a\x19.informerd.v1.GetResponse\x12?\n\x04List\x12\x19.informerd.v1.ListRequest\x1a\x1a.informerd.v1.ListResponse0\x01\x12\x42\n\x05Watch\x12\x1a.informerd.v1.WatchRequest\x1a\x1b.informerd.v1.WatchResponse0\x01\x42+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cinformerd/v1/informers.proto\x12\x0cinformerd.v1\x1a\x1ainformerd/v1/objects.proto\"w\n\tIndexSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x13\n\tlabel_key\x18\x02 \x01(\tH\x00\x12\x14\n\nfield_path\x18\x03 \x01(\tH\x00\x12)\n\x05owner\x18\x04 \x01(\x0b\x32\x18.informerd.v1.OwnerIndexH\x00\x42\x06\n\x04kind\">\n\nOwnerIndex\x12\x0c\n\x04kind\x18\x01 \x01(\t\x12\x12\n\nall_owners\x18\x02 \x01(\x08\x12\x0e\n\x06\x62y_uid\x18\x03 \x01(\x08\"k\n\rTransformSpec\x12\x1b\n\x13keep_managed_fields\x18\x01 \x01(\x08\x12\x12\n\ndrop_paths\x18\x02 \x03(\t\x12\x12\n\nkeep_paths\x18\x03 \x03(\t\x12\x15\n\rmetadata_only\x18\x04 \x01(\x08\"\xa1\x01\n\x0bStorageSpec\x12:\n\x0b\x63ompression\x18\x01 \x01(\x0e\x32%.informerd.v1.StorageSpec.Compression\"V\n\x0b\x43ompression\x12\x1b\n\x17\x43OMPRESSION_UNSPECIFIED\x10\x00\x12\x14\n\x10\x43OMPRESSION_NONE\x10\x01\x12\x14\n\x10\x43OMPRESSION_ZSTD\x10\x02\"\xc1\x02\n\x0cInformerSpec\x12\x0f\n\x07\x63luster\x18\x01 \x01(\t\x12\x34\n\x08resource\x18\x02 \x01(\x0b\x32\".informerd.v1.GroupVersionResource\x12\x13\n\x0b\x61pi_version\x18\x03 \x01(\t\x12\x0c\n\x04kind\x18\x04 \x01(\t\x12\x11\n\tnamespace\x18\x05 \x01(\t\x12\x16\n\x0elabel_selector\x18\x06 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x07 \x01(\t\x12(\n\x07indexes\x18\x08 \x03(\x0b\x32\x17.informerd.v1.IndexSpec\x12.\n\ttransform\x18\t \x01(\x0b\x32\x1b.informerd.v1.TransformSpec\x12*\n\x07storage\x18\n \x01(\x0b\x32\x19.informerd.v1.StorageSpec\"\xa2\x02\n\rInformerState\x12\x0e\n\x06synced\x18\x01 \x01(\x08\x12\x17\n\x0freflector_state\x18\x02 \x01(\t\x12\"\n\x1alast_sync_resource_version\x18\x03 \x01(\t\x12\x12\n\nlast_error\x18\x04 \x01(\t\x12\x1a\n\x12last_error_unix_ms\x18\x05 \x01(\x03\x12\x0f\n\x07objects\x18\x06 \x01(\x04\x12\r\n\x05\x62ytes\x18\x07 \x01(\x04\x12\x13\n\x0bsubscribers\x18\x08 \x01(\r\x12\r\n\x05lists\x18\t \x01(\x04\x12\x0f\n\x07watches\x18\n \x01(\x04\x12\x0e\n\x06\x65vents\x18\x0b \x01(\x04\x12/\n\treflector\x18\x0c \x01(\x0e\x32\x1c.informerd.v1.ReflectorState\"\xbd\x01\n\x0cInformerInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12(\n\x04spec\x18\x02 \x01(\x0b\x32\x1a.informerd.v1.InformerSpec\x12*\n\x05state\x18\x03 \x01(\x0b\x32\x1b.informerd.v1.InformerState\x12\x12\n\nnamespaced\x18\x04 \x01(\x08\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x19\n\x11last_used_unix_ms\x18\x06 \x01(\x03\x12\x0e\n\x06pinned\x18\x07 \x01(\x08\"A\n\x15\x45nsureInformerRequest\x12(\n\x04spec\x18\x01 \x01(\x0b\x32\x1a.informerd.v1.InformerSpec\",\n\x15\x44\x65leteInformerRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\"\x18\n\x16\x44\x65leteInformerResponse\")\n\x12GetInformerRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\"=\n\x12WaitForSyncRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x12\n\ntimeout_ms\x18\x02 \x01(\x03\".\n\nGetRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"\\\n\x0bGetResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\x12\x18\n\x10resource_version\x18\x03 \x01(\t\"\xbb\x01\n\x0bListRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x11\n\tnamespace\x18\x02 \x01(\t\x12\x16\n\x0elabel_selector\x18\x03 \x01(\t\x12\x16\n\x0e\x66ield_selector\x18\x04 \x01(\t\x12\x12\n\nindex_name\x18\x05 \x01(\t\x12\x13\n\x0bindex_value\x18\x06 \x01(\t\x12\x12\n\nbatch_size\x18\x07 \x01(\r\x12\x17\n\x0fmax_batch_bytes\x18\x08 \x01(\r\"O\n\x0cListResponse\x12%\n\x07objects\x18\x01 \x03(\x0b\x32\x14.informerd.v1.Object\x12\x18\n\x10resource_version\x18\x02 \x01(\t\"\x93\x01\n\x0cWatchRequest\x12\x13\n\x0binformer_id\x18\x01 \x01(\t\x12\x13\n\x0b\x62uffer_size\x18\x02 \x01(\r\x12\x11\n\tmax_batch\x18\x03 \x01(\r\x12\x1a\n\x12include_old_object\x18\x04 \x01(\x08\x12\x17\n\x0fmax_batch_bytes\x18\x05 \x01(\r\x12\x11\n\tnamespace\x18\x06 \x01(\t\"\xa5\x02\n\nWatchEvent\x12+\n\x04type\x18\x01 \x01(\x0e\x32\x1d.informerd.v1.WatchEvent.Type\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\x12(\n\nold_object\x18\x03 \x01(\x0b\x32\x14.informerd.v1.Object\x12\x0f\n\x07initial\x18\x04 \x01(\x08\x12\x11\n\ttombstone\x18\x05 \x01(\x08\x12\x17\n\x0fresnapshot_keys\x18\x06 \x01(\x04\"]\n\x04Type\x12\x14\n\x10TYPE_UNSPECIFIED\x10\x00\x12\t\n\x05\x41\x44\x44\x45\x44\x10\x01\x12\x0b\n\x07UPDATED\x10\x02\x12\x0b\n\x07\x44\x45LETED\x10\x03\x12\n\n\x06SYNCED\x10\x04\x12\x0e\n\nRESNAPSHOT\x10\x05\"9\n\rWatchResponse\x12(\n\x06\x65vents\x18\x01 \x03(\x0b\x32\x18.informerd.v1.WatchEvent*\xc4\x01\n\x0eReflectorState\x12\x1f\n\x1bREFLECTOR_STATE_UNSPECIFIED\x10\x00\x12\x18\n\x14REFLECTOR_STATE_IDLE\x10\x01\x12\x1b\n\x17REFLECTOR_STATE_LISTING\x10\x02\x12\x1c\n\x18REFLECTOR_STATE_WATCHING\x10\x03\x12\x1f\n\x1bREFLECTOR_STATE_BACKING_OFF\x10\x04\x12\x1b\n\x17REFLECTOR_STATE_STOPPED\x10\x05\x32\x96\x04\n\tInformers\x12Q\n\x0e\x45nsureInformer\x12#.informerd.v1.EnsureInformerRequest\x1a\x1a.informerd.v1.InformerInfo\x12[\n\x0e\x44\x65leteInformer\x12#.informerd.v1.DeleteInformerRequest\x1a$.informerd.v1.DeleteInformerResponse\x12K\n\x0bGetInformer\x12 .informerd.v1.GetInformerRequest\x1a\x1a.informerd.v1.InformerInfo\x12K\n\x0bWaitForSync\x12 .informerd.v1.WaitForSyncRequest\x1a\x1a.informerd.v1.InformerInfo\x12:\n\x03Get\x12\x18.informerd.v1.GetRequest\x1a\x19.informerd.v1.GetResponse\x12?\n\x04List\x12\x19.informerd.v1.ListRequest\x1a\x1a.informerd.v1.ListResponse0\x01\x12\x42\n\x05Watch\x12\x1a.informerd.v1.WatchRequest\x1a\x1b.informerd.v1.WatchResponse0\x01\x42+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -33,46 +33,50 @@ _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'informerd.v1.informers_pb2'
 if not _descriptor._USE_C_DESCRIPTORS:
   _globals['DESCRIPTOR']._loaded_options = None
   _globals['DESCRIPTOR']._serialized_options = b'Z)informerd.io/api/informerd/v1;informerdv1'
-  _globals['_REFLECTORSTATE']._serialized_start=2297
-  _globals['_REFLECTORSTATE']._serialized_end=2493
+  _globals['_REFLECTORSTATE']._serialized_start=2505
+  _globals['_REFLECTORSTATE']._serialized_end=2701
   _globals['_INDEXSPEC']._serialized_start=74
   _globals['_INDEXSPEC']._serialized_end=193
   _globals['_OWNERINDEX']._serialized_start=195
   _globals['_OWNERINDEX']._serialized_end=257
   _globals['_TRANSFORMSPEC']._serialized_start=259
   _globals['_TRANSFORMSPEC']._serialized_end=366
-  _globals['_INFORMERSPEC']._serialized_start=369
-  _globals['_INFORMERSPEC']._serialized_end=646
-  _globals['_INFORMERSTATE']._serialized_start=649
-  _globals['_INFORMERSTATE']._serialized_end=939
-  _globals['_INFORMERINFO']._serialized_start=942
-  _globals['_INFORMERINFO']._serialized_end=1131
-  _globals['_ENSUREINFORMERREQUEST']._serialized_start=1133
-  _globals['_ENSUREINFORMERREQUEST']._serialized_end=1198
-  _globals['_DELETEINFORMERREQUEST']._serialized_start=1200
-  _globals['_DELETEINFORMERREQUEST']._serialized_end=1244
-  _globals['_DELETEINFORMERRESPONSE']._serialized_start=1246
-  _globals['_DELETEINFORMERRESPONSE']._serialized_end=1270
-  _globals['_GETINFORMERREQUEST']._serialized_start=1272
-  _globals['_GETINFORMERREQUEST']._serialized_end=1313
-  _globals['_WAITFORSYNCREQUEST']._serialized_start=1315
-  _globals['_WAITFORSYNCREQUEST']._serialized_end=1376
-  _globals['_GETREQUEST']._serialized_start=1378
-  _globals['_GETREQUEST']._serialized_end=1424
-  _globals['_GETRESPONSE']._serialized_start=1426
-  _globals['_GETRESPONSE']._serialized_end=1518
-  _globals['_LISTREQUEST']._serialized_start=1521
-  _globals['_LISTREQUEST']._serialized_end=1708
-  _globals['_LISTRESPONSE']._serialized_start=1710
-  _globals['_LISTRESPONSE']._serialized_end=1789
-  _globals['_WATCHREQUEST']._serialized_start=1792
-  _globals['_WATCHREQUEST']._serialized_end=1939
-  _globals['_WATCHEVENT']._serialized_start=1942
-  _globals['_WATCHEVENT']._serialized_end=2235
-  _globals['_WATCHEVENT_TYPE']._serialized_start=2142
-  _globals['_WATCHEVENT_TYPE']._serialized_end=2235
-  _globals['_WATCHRESPONSE']._serialized_start=2237
-  _globals['_WATCHRESPONSE']._serialized_end=2294
-  _globals['_INFORMERS']._serialized_start=2496
-  _globals['_INFORMERS']._serialized_end=3030
+  _globals['_STORAGESPEC']._serialized_start=369
+  _globals['_STORAGESPEC']._serialized_end=530
+  _globals['_STORAGESPEC_COMPRESSION']._serialized_start=444
+  _globals['_STORAGESPEC_COMPRESSION']._serialized_end=530
+  _globals['_INFORMERSPEC']._serialized_start=533
+  _globals['_INFORMERSPEC']._serialized_end=854
+  _globals['_INFORMERSTATE']._serialized_start=857
+  _globals['_INFORMERSTATE']._serialized_end=1147
+  _globals['_INFORMERINFO']._serialized_start=1150
+  _globals['_INFORMERINFO']._serialized_end=1339
+  _globals['_ENSUREINFORMERREQUEST']._serialized_start=1341
+  _globals['_ENSUREINFORMERREQUEST']._serialized_end=1406
+  _globals['_DELETEINFORMERREQUEST']._serialized_start=1408
+  _globals['_DELETEINFORMERREQUEST']._serialized_end=1452
+  _globals['_DELETEINFORMERRESPONSE']._serialized_start=1454
+  _globals['_DELETEINFORMERRESPONSE']._serialized_end=1478
+  _globals['_GETINFORMERREQUEST']._serialized_start=1480
+  _globals['_GETINFORMERREQUEST']._serialized_end=1521
+  _globals['_WAITFORSYNCREQUEST']._serialized_start=1523
+  _globals['_WAITFORSYNCREQUEST']._serialized_end=1584
+  _globals['_GETREQUEST']._serialized_start=1586
+  _globals['_GETREQUEST']._serialized_end=1632
+  _globals['_GETRESPONSE']._serialized_start=1634
+  _globals['_GETRESPONSE']._serialized_end=1726
+  _globals['_LISTREQUEST']._serialized_start=1729
+  _globals['_LISTREQUEST']._serialized_end=1916
+  _globals['_LISTRESPONSE']._serialized_start=1918
+  _globals['_LISTRESPONSE']._serialized_end=1997
+  _globals['_WATCHREQUEST']._serialized_start=2000
+  _globals['_WATCHREQUEST']._serialized_end=2147
+  _globals['_WATCHEVENT']._serialized_start=2150
+  _globals['_WATCHEVENT']._serialized_end=2443
+  _globals['_WATCHEVENT_TYPE']._serialized_start=2350
+  _globals['_WATCHEVENT_TYPE']._serialized_end=2443
+  _globals['_WATCHRESPONSE']._serialized_start=2445
+  _globals['_WATCHRESPONSE']._serialized_end=2502
+  _globals['_INFORMERS']._serialized_start=2704
+  _globals['_INFORMERS']._serialized_end=3238
 # @@protoc_insertion_point(module_scope)

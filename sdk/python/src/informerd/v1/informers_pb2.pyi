@@ -168,6 +168,63 @@ class TransformSpec(_message.Message):
 Global___TransformSpec: _TypeAlias = TransformSpec  # noqa: Y015
 
 @_typing.final
+class StorageSpec(_message.Message):
+    """How an informer keeps its objects in memory. Reads (Get, List, Watch) return whole objects
+    either way; only the cache's memory and the cost of reads differ. Informers whose specs differ
+    here are different informers, each with its own cache (docs/architecture.md, "Storage").
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    class _Compression:
+        ValueType = _typing.NewType("ValueType", _builtins.int)
+        V: _TypeAlias = ValueType  # noqa: Y015
+
+    class _CompressionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[StorageSpec._Compression.ValueType], _builtins.type):
+        DESCRIPTOR: _descriptor.EnumDescriptor
+        COMPRESSION_UNSPECIFIED: StorageSpec._Compression.ValueType  # 0
+        """The default: objects are kept as their compact JSON (as COMPRESSION_NONE)."""
+        COMPRESSION_NONE: StorageSpec._Compression.ValueType  # 1
+        COMPRESSION_ZSTD: StorageSpec._Compression.ValueType  # 2
+        """Each object is kept as a zstd frame, with a dictionary trained on the informer's own
+        objects, beside its metadata (keys, labels, owners, resourceVersion: indexes and selectors
+        need no decompression). About 3-5x less memory for Pods; every read of an object then
+        decompresses it (microseconds per object: see the "Storage" section of
+        docs/architecture.md). Informers holding less than about 1 MiB of JSON stay uncompressed:
+        the dictionary would cost more than it saves. For large informers of big objects (Pods,
+        Events, custom resources by the hundred thousand) that are read by key or index.
+        """
+
+    class Compression(_Compression, metaclass=_CompressionEnumTypeWrapper): ...
+    COMPRESSION_UNSPECIFIED: StorageSpec.Compression.ValueType  # 0
+    """The default: objects are kept as their compact JSON (as COMPRESSION_NONE)."""
+    COMPRESSION_NONE: StorageSpec.Compression.ValueType  # 1
+    COMPRESSION_ZSTD: StorageSpec.Compression.ValueType  # 2
+    """Each object is kept as a zstd frame, with a dictionary trained on the informer's own
+    objects, beside its metadata (keys, labels, owners, resourceVersion: indexes and selectors
+    need no decompression). About 3-5x less memory for Pods; every read of an object then
+    decompresses it (microseconds per object: see the "Storage" section of
+    docs/architecture.md). Informers holding less than about 1 MiB of JSON stay uncompressed:
+    the dictionary would cost more than it saves. For large informers of big objects (Pods,
+    Events, custom resources by the hundred thousand) that are read by key or index.
+    """
+
+    COMPRESSION_FIELD_NUMBER: _builtins.int
+    compression: Global___StorageSpec.Compression.ValueType
+    def __init__(
+        self,
+        *,
+        compression: Global___StorageSpec.Compression.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["compression", b"compression"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StorageSpec: _TypeAlias = StorageSpec  # noqa: Y015
+
+@_typing.final
 class InformerSpec(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
@@ -180,6 +237,7 @@ class InformerSpec(_message.Message):
     FIELD_SELECTOR_FIELD_NUMBER: _builtins.int
     INDEXES_FIELD_NUMBER: _builtins.int
     TRANSFORM_FIELD_NUMBER: _builtins.int
+    STORAGE_FIELD_NUMBER: _builtins.int
     cluster: _builtins.str
     """A cluster name from the daemon's configuration; "" for the default cluster."""
     api_version: _builtins.str
@@ -198,6 +256,12 @@ class InformerSpec(_message.Message):
     def indexes(self) -> _containers.RepeatedCompositeFieldContainer[Global___IndexSpec]: ...
     @_builtins.property
     def transform(self) -> Global___TransformSpec: ...
+    @_builtins.property
+    def storage(self) -> Global___StorageSpec:
+        """Unset: objects are kept uncompressed. The normalized spec (InformerInfo.spec) leaves it unset
+        for COMPRESSION_NONE.
+        """
+
     def __init__(
         self,
         *,
@@ -210,10 +274,11 @@ class InformerSpec(_message.Message):
         field_selector: _builtins.str = ...,
         indexes: _abc.Iterable[Global___IndexSpec] | None = ...,
         transform: Global___TransformSpec | None = ...,
+        storage: Global___StorageSpec | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["resource", b"resource", "transform", b"transform"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["resource", b"resource", "storage", b"storage", "transform", b"transform"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "cluster", b"cluster", "field_selector", b"field_selector", "indexes", b"indexes", "kind", b"kind", "label_selector", b"label_selector", "namespace", b"namespace", "resource", b"resource", "transform", b"transform"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["api_version", b"api_version", "cluster", b"cluster", "field_selector", b"field_selector", "indexes", b"indexes", "kind", b"kind", "label_selector", b"label_selector", "namespace", b"namespace", "resource", b"resource", "storage", b"storage", "transform", b"transform"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -250,7 +315,9 @@ class InformerState(_message.Message):
     last_error_unix_ms: _builtins.int
     objects: _builtins.int
     bytes: _builtins.int
-    """Bytes the cache holds (objects' JSON and metadata, indexes)."""
+    """Bytes the cache holds (objects' JSON and metadata, indexes; for a compressed cache, the
+    compressed objects, their metadata and the dictionary: the true footprint).
+    """
     subscribers: _builtins.int
     lists: _builtins.int
     watches: _builtins.int

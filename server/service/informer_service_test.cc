@@ -6,6 +6,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -50,9 +51,12 @@ std::string Meta(const grpc::Status& s, const std::string& key) {
 
 class InformerServiceTest : public ::testing::Test {
  protected:
-  void SetUpService(const std::string& ns, InformerServiceOptions options = {}) {
+  // `before_serving` may configure the environment (add clusters) before the server starts.
+  void SetUpService(const std::string& ns, InformerServiceOptions options = {},
+                    const std::function<void(InformerTestEnv&)>& before_serving = nullptr) {
     env_ = std::make_unique<InformerTestEnv>(ns);
     ASSERT_TRUE(env_->status.ok()) << env_->status;
+    if (before_serving) before_serving(*env_);
     fixture_ = env_->fixture.get();
     registry_ = env_->registry.get();
     service_ = std::make_unique<InformerService>(registry_, options);
@@ -514,16 +518,18 @@ TEST_F(InformerServiceTest, WaitForSyncEndsAtItsTimeoutOrTheCallDeadline) {
 }
 
 TEST_F(InformerServiceTest, AClusterWhoseListsHangDelaysOnlyItsOwnInformers) {
-  SetUpService("svc-hung-cluster");
-  ASSERT_TRUE(fixture_->Seed(2).ok());
   // A second cluster on the same server whose lists and watches stall for 8 s: its reflectors
   // hold their cluster's executor threads in blocking lists (clusters.h).
-  const std::string hung_agent = absl::StrCat("hung-", fixture_->user_agent());
-  ASSERT_TRUE(env_->clusters
-                  .Add({.name = "hung",
-                        .config = informer::testing::ApiServerFixture::Server()->config(),
-                        .user_agent = hung_agent})
-                  .ok());
+  std::string hung_agent;
+  SetUpService("svc-hung-cluster", {}, [&](InformerTestEnv& env) {
+    hung_agent = absl::StrCat("hung-", env.fixture->user_agent());
+    ASSERT_TRUE(env.clusters
+                    .Add({.name = "hung",
+                          .config = informer::testing::ApiServerFixture::Server()->config(),
+                          .user_agent = hung_agent})
+                    .ok());
+  });
+  ASSERT_TRUE(fixture_->Seed(2).ok());
   for (const char* verb : {"list", "watch"}) {
     ASSERT_TRUE(fixture_
                     ->Immediate(absl::StrCat(R"({"type":"stall","verb":")", verb,

@@ -54,6 +54,8 @@
 //                          other resources must exist already: rates no client's PATCHes reach;
 //                          each event's latency is timed from the server's stamp (in the payload,
 //                          or the fake.informerd.io/churn annotation; Watch events only).
+//   --compress             the --resource informer keeps its objects zstd-compressed
+//                          (InformerSpec.storage).
 //   --json                 print the summary as one JSON object on stdout.
 //
 // Replica sets: Queues and Work calls go to the leader. The tool asks --target (GetQueue) and, when
@@ -150,6 +152,7 @@ struct Options {
   int change_objects = 100;
   int change_threads = 4;
   bool churn = false;
+  bool compress = false;
   bool json = false;
 };
 
@@ -288,6 +291,8 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
       s = ParseBool(name, value, &o.churn);
     } else if (name == "change_threads") {
       s = ParseInt(name, value, 1, 64, &o.change_threads);
+    } else if (name == "compress") {
+      s = ParseBool(name, value, &o.compress);
     } else if (name == "json") {
       s = ParseBool(name, value, &o.json);
     } else {
@@ -326,6 +331,9 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
     return absl::InvalidArgumentError("--get_rate: needs --get_key=NAMESPACE/NAME");
   }
   if (o.bind && o.queue.empty()) return absl::InvalidArgumentError("--bind: needs --queue");
+  if (o.compress && o.resource.empty()) {
+    return absl::InvalidArgumentError("--compress: needs --resource (it is the informer's spec)");
+  }
   if (o.change_rate > 0 && o.apiserver.empty()) {
     return absl::InvalidArgumentError("--change_rate: needs --apiserver=http://HOST:PORT");
   }
@@ -347,7 +355,7 @@ absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
 constexpr char kUsage[] =
     "usage: load --target=HOST:PORT [--duration=10s] [--queue=NAME --workers=N --batch=N "
     "--adders=N --add_rate=R --keys=N --prefill] [--resource=v1/configmaps --namespace=NS | "
-    "--informer=ID] [--objects] [--subscribers=N] [--get_rate=R --get_key=NS/NAME] [--lists=N] "
+    "--informer=ID] [--compress] [--objects] [--subscribers=N] [--get_rate=R --get_key=NS/NAME] [--lists=N] "
     "[--bind] "
     "[--apiserver=http://HOST:PORT --change_rate=R] [--json]\n"
     "(the comment at the top of bench/load.cc describes every flag)\n";
@@ -663,6 +671,9 @@ class Load {
     }
     req.mutable_spec()->set_cluster(o_.cluster);
     req.mutable_spec()->set_namespace_(o_.namespace_);
+    if (o_.compress) {
+      req.mutable_spec()->mutable_storage()->set_compression(v1::StorageSpec::COMPRESSION_ZSTD);
+    }
     auto stub = v1::Informers::NewStub(channel_);
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));

@@ -246,6 +246,27 @@ TEST(CompressedStoreTest, ForEachVisitsWholeObjectsAndForEachKeyTheKeys) {
   EXPECT_THAT(keys, UnorderedElementsAreArray(expected_keys));
 }
 
+TEST(CompressedStoreTest, ASnapshotHoldsFramesAndUnpacksEachObjectWhenTaken) {
+  auto store = Compressed();
+  const std::vector<ObjectPtr> pods = FillAsAList(*store, kListed);
+  std::unique_ptr<ObjectSnapshot> snapshot = store->Snapshot();
+  ASSERT_EQ(snapshot->size(), pods.size());
+  // The store changes after the snapshot: the snapshot keeps the instant it was taken.
+  store->Update(Pod(0, "2"));
+  store->Delete(pods[1]->key());
+  const size_t before = store->memory().bytes;
+  std::vector<std::string> taken;
+  for (size_t i = 0; i < snapshot->size(); ++i) {
+    ObjectPtr object = snapshot->Take(i);
+    ASSERT_NE(object, nullptr);
+    EXPECT_EQ(object->resource_version(), "1") << object->key();
+    taken.emplace_back(object->json());
+  }
+  EXPECT_THAT(taken, UnorderedElementsAreArray(Jsons(pods)));
+  // Taking objects decompressed them for the taker; the store holds what it held.
+  EXPECT_EQ(store->memory().bytes, before);
+}
+
 TEST(CompressedStoreTest, ConcurrentReadersDuringUpdatesSeeWholeObjects) {
   auto store = Compressed(PodIndexes());
   FillAsAList(*store, kListed);

@@ -21,15 +21,15 @@ ProcessorListener::~ProcessorListener() { Stop(); }
 
 // ---- informer side ----
 
-void ProcessorListener::SetInitial(std::vector<ObjectPtr> objects) {
+void ProcessorListener::SetInitial(std::unique_ptr<ObjectSnapshot> objects) {
   bool notify = false;
   {
     MutexLock lock(&mu_);
     if (stopped_) return;
-    sync_pending_ += objects.size();
+    sync_pending_ += objects->size();
     initial_ = std::move(objects);
     initial_next_ = 0;
-    if (!initial_.empty() && waiting_) {
+    if (initial_->size() > 0 && waiting_) {
       waiting_ = false;
       cv_.SignalAll();
       notify = true;
@@ -212,7 +212,7 @@ void ProcessorListener::Stop() {
   MutexLock lock(&mu_);
   // Free what is buffered.
   std::deque<Notification>().swap(pending_);
-  std::vector<ObjectPtr>().swap(initial_);
+  initial_.reset();
   initial_next_ = 0;
   absl::flat_hash_map<std::string, Dirty, StringHash, StringEq>().swap(dirty_);
 }
@@ -224,21 +224,29 @@ bool ProcessorListener::Pop(size_t max, std::vector<Notification>* out, bool wai
       MutexLock lock(&mu_);
       for (;;) {
         if (stopped_) return false;
-        if (initial_next_ < initial_.size()) {
-          const size_t n = std::min(max, initial_.size() - initial_next_);
+        if (initial_ != nullptr && initial_next_ < initial_->size()) {
+          const size_t n = std::min(max, initial_->size() - initial_next_);
+          size_t lost = 0;
           for (size_t i = 0; i < n; ++i) {
+            ObjectPtr object = initial_->Take(initial_next_++);
+            if (object == nullptr) {  // could not be unpacked (logged by the store)
+              ++lost;
+              continue;
+            }
             Notification add;
             add.type = Notification::Type::kAdd;
-            add.object = std::move(initial_[initial_next_++]);
+            add.object = std::move(object);
             add.is_in_initial_list = true;
             add.counts_for_sync = true;
             out->push_back(std::move(add));
           }
-          if (initial_next_ == initial_.size()) {
-            std::vector<ObjectPtr>().swap(initial_);
+          sync_pending_ -= std::min(sync_pending_, lost);  // they never reach Done
+          if (initial_next_ == initial_->size()) {
+            initial_.reset();
             initial_next_ = 0;
           }
-          return true;
+          if (lost < n) return true;
+          continue;
         }
         if (!pending_.empty()) {
           const size_t n = std::min(max, pending_.size());
@@ -278,7 +286,8 @@ bool ProcessorListener::HasSynced() const {
 
 size_t ProcessorListener::pending() const {
   MutexLock lock(&mu_);
-  return pending_.size() + dirty_.size() + (initial_.size() - initial_next_);
+  return pending_.size() + dirty_.size() +
+         (initial_ != nullptr ? initial_->size() - initial_next_ : 0);
 }
 
 void ProcessorListener::Run() {

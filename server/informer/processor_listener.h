@@ -13,7 +13,8 @@
 // the cache's state; only intermediate states are skipped. Overflows are counted (metric).
 //
 // A listener added to a running informer first gets the whole cache as Adds with
-// is_in_initial_list (held as a list of shared objects, not counted against the bound), then live
+// is_in_initial_list (held as a snapshot of the cache, object_snapshot.h, not counted against the
+// bound), then live
 // notifications. HasSynced is per listener: the informer has synced and every notification of
 // the initial list has been handled (client-go's per-handler HasSynced). It never goes back to
 // false.
@@ -44,6 +45,7 @@
 #include "base/hash.h"
 #include "base/mutex.h"
 #include "server/informer/index.h"
+#include "server/informer/object_snapshot.h"
 
 namespace informerd::informer {
 
@@ -135,7 +137,11 @@ class ProcessorListener {
   // ---- informer side (distribution lock held) ----
 
   // The cache at registration, delivered before anything pushed later. At most once, first.
-  void SetInitial(std::vector<ObjectPtr> objects);
+  // Objects are taken from the snapshot as they are popped (a compressed one unpacks them then).
+  void SetInitial(std::unique_ptr<ObjectSnapshot> objects);
+  void SetInitial(std::vector<ObjectPtr> objects) {
+    SetInitial(std::make_unique<VectorSnapshot>(std::move(objects)));
+  }
   // Appends a notification and wakes the consumer; never blocks.
   void Push(Notification notification) { Push(std::move(notification), /*wake=*/true); }
   // Appends a notification; the consumer is woken by a later Push or Wake (the informer wakes its
@@ -191,7 +197,7 @@ class ProcessorListener {
 
   mutable Mutex mu_;
   CondVar cv_;
-  std::vector<ObjectPtr> initial_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<ObjectSnapshot> initial_ ABSL_GUARDED_BY(mu_);
   size_t initial_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Notification> pending_ ABSL_GUARDED_BY(mu_);
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;

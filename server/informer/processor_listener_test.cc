@@ -256,6 +256,40 @@ TEST_F(ProcessorListenerTest, HasSyncedWaitsUntilTheInitialListIsHandled) {
   EXPECT_TRUE(l->HasSynced()) << "never goes back";
 }
 
+TEST_F(ProcessorListenerTest, InitialObjectsAreTakenAsPoppedAndOnesThatCannotBeAreSkipped) {
+  // A snapshot that makes each object when it is taken, and cannot make "b" (as a compressed
+  // cache whose frame does not decompress).
+  class Lazy : public ObjectSnapshot {
+   public:
+    explicit Lazy(std::vector<std::string>* taken) : taken_(taken) {}
+    size_t size() const override { return 3; }
+    ObjectPtr Take(size_t i) override {
+      const std::string name(1, static_cast<char>('a' + i));
+      taken_->push_back(name);
+      return name == "b" ? nullptr : Cm(name, static_cast<int>(i));
+    }
+
+   private:
+    std::vector<std::string>* taken_;
+  };
+  std::vector<std::string> taken;
+  auto l = Listener();
+  l->SetInitial(std::make_unique<Lazy>(&taken));
+  EXPECT_THAT(taken, IsEmpty()) << "nothing is made before it is popped";
+  std::vector<Notification> out;
+  ASSERT_TRUE(l->Pop(1, &out, false));
+  EXPECT_THAT(taken, ElementsAre("a"));
+  l->Done(out);
+  out.clear();
+  ASSERT_TRUE(l->Pop(10, &out, false));
+  EXPECT_THAT(taken, ElementsAre("a", "b", "c"));
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].object->name(), "c");
+  EXPECT_FALSE(l->HasSynced());
+  l->Done(out);
+  EXPECT_TRUE(l->HasSynced()) << "the object that could not be made does not hold sync back";
+}
+
 TEST_F(ProcessorListenerTest, HasSyncedOfAnEarlyListenerFollowsTheInitialListItWasPushed) {
   std::atomic<bool> upstream{false};
   auto l = Listener(100, [&] { return upstream.load(); });

@@ -208,10 +208,7 @@ absl::StatusOr<std::shared_ptr<ProcessorListener>> SharedInformer::Register(
                                                    [this] { return HasSynced(); });
     if (started_) {
       // A late handler: the cache now, then everything distributed after this.
-      std::vector<ObjectPtr> snapshot;
-      snapshot.reserve(store_->Size());
-      store_->ForEach([&](const ObjectPtr& object) { snapshot.push_back(object); });
-      listener->SetInitial(std::move(snapshot));
+      listener->SetInitial(store_->Snapshot());
     }
     listener->ScheduleFirstResync(clock_->Now());
     listeners_.push_back(listener);

@@ -647,6 +647,37 @@ void ThreadSafeStore::ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) cons
   for (const ObjectPtr& object : all.objects) fn(object);
 }
 
+std::unique_ptr<ObjectSnapshot> ThreadSafeStore::Snapshot() const {
+  // What a compressed store's snapshot holds: each object's shell and frame.
+  class Packed : public ObjectSnapshot {
+   public:
+    explicit Packed(std::vector<Stored> stored) : stored_(std::move(stored)) {}
+    size_t size() const override { return stored_.size(); }
+    ObjectPtr Take(size_t i) override {
+      Stored taken = std::move(stored_[i]);
+      return Unpack(taken);
+    }
+
+   private:
+    std::vector<Stored> stored_;
+  };
+  MutexLock lock(&mu_);
+  if (shell_ == nullptr) {
+    std::vector<ObjectPtr> objects;
+    objects.reserve(keys_.size());
+    for (const Slot& slot : slots_) {
+      if (slot.object != nullptr) objects.push_back(slot.object);
+    }
+    return std::make_unique<VectorSnapshot>(std::move(objects));
+  }
+  std::vector<Stored> stored;
+  stored.reserve(keys_.size());
+  for (const Slot& slot : slots_) {
+    if (slot.object != nullptr) stored.push_back({slot.object, slot.packed});
+  }
+  return std::make_unique<Packed>(std::move(stored));
+}
+
 void ThreadSafeStore::ForEachKey(absl::FunctionRef<void(absl::string_view)> fn) const {
   MutexLock lock(&mu_);
   for (const Slot& slot : slots_) {

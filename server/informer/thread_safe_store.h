@@ -64,6 +64,7 @@
 #include "base/mutex.h"
 #include "client/object.h"
 #include "server/informer/index.h"
+#include "server/informer/object_snapshot.h"
 #include "server/informer/transform.h"
 #include "server/informer/zstd_codec.h"
 
@@ -160,9 +161,13 @@ class ThreadSafeStore {
   MemoryUsage memory() const;
 
   // Calls `fn` for every object with the store's lock held: `fn` must not call into this store.
-  // Used by the delta FIFO (known objects) and the informer (snapshots for new handlers). With
-  // compression the objects are decompressed after the lock is released, and `fn` runs then.
+  // With compression the objects are decompressed after the lock is released, and `fn` runs
+  // then (all at once: a new listener's snapshot uses Snapshot instead).
   void ForEach(absl::FunctionRef<void(const ObjectPtr&)> fn) const;
+
+  // Every object at this instant, taken one at a time (object_snapshot.h): the lock is held only
+  // to copy references; a compressed object is unpacked when taken.
+  std::unique_ptr<ObjectSnapshot> Snapshot() const;
 
   // Calls `fn` with every key, the lock held (`fn` must not call into this store). Decompresses
   // nothing.

@@ -12,7 +12,7 @@
 # pkg-config names of the system libraries the project's C++ includes.
 CLANG_PKGS="absl_status absl_statusor absl_strings absl_str_format absl_time absl_synchronization
   absl_flat_hash_map absl_flat_hash_set absl_random_random absl_base simdjson yaml-cpp spdlog
-  libcurl grpc++ protobuf"
+  libcurl grpc++ protobuf libzstd"
 # The instruction sets simdjson's build here assumes (as Bazel's copts do).
 CLANG_ARCH_FLAGS="-mavx2 -mbmi -mbmi2 -mpclmul -mlzcnt"
 

@@ -13,7 +13,7 @@ Executor::Executor(Options options) {
   const int n = std::max(1, options.threads);
   threads_.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) {
-    threads_.emplace_back([this, i] { Run(static_cast<size_t>(i)); });
+    threads_.emplace_back([this] { Run(); });
     const std::string name = absl::StrCat(options.name, "-", i).substr(0, 15);
     pthread_setname_np(threads_.back().native_handle(), name.c_str());
   }
@@ -45,7 +45,7 @@ bool Executor::OnExecutorThread() const {
                      [self](const std::thread& t) { return t.get_id() == self; });
 }
 
-void Executor::Run(size_t) {
+void Executor::Run() {
   for (;;) {
     absl::AnyInvocable<void() &&> task;
     {

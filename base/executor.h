@@ -57,7 +57,7 @@ class Executor {
   bool OnExecutorThread() const;
 
  private:
-  void Run(size_t index);
+  void Run();
 
   mutable Mutex mu_;
   CondVar cv_;

@@ -39,7 +39,6 @@ DeltaFIFO::~DeltaFIFO() = default;
 // ---- producer side ----
 
 void DeltaFIFO::Readied() {
-  not_empty_.Signal();
   if (on_ready_) on_ready_();
 }
 
@@ -203,26 +202,6 @@ absl::Status DeltaFIFO::AddIfNotPresent(Deltas deltas) {
 
 // ---- consumer side ----
 
-void DeltaFIFO::WaitForItems() {
-  // No spinning: on a machine with few cores, a spinning consumer takes the CPU its producer (and
-  // the API server's connection) needs; batches amortise the wake-ups instead.
-  MutexLock lock(&mu_);
-  while (queue_.empty() && !closed_) not_empty_.Wait(&mu_);
-}
-
-absl::Status DeltaFIFO::PopBatch(size_t max, ProcessFunc process) {
-  for (;;) {
-    WaitForItems();
-    {
-      MutexLock lock(&mu_);
-      if (queue_.empty() && closed_) return absl::CancelledError("DeltaFIFO: closed");
-    }
-    MutexLock process_lock(&process_mu_);
-    // Empty again only if another consumer took the items first: wait again.
-    if (std::optional<absl::Status> status = PopFront(max, process)) return *std::move(status);
-  }
-}
-
 absl::Status DeltaFIFO::TryPopBatch(size_t max, ProcessFunc process) {
   MutexLock process_lock(&process_mu_);
   std::optional<absl::Status> status = PopFront(max, process);
@@ -266,17 +245,6 @@ std::optional<absl::Status> DeltaFIFO::PopFront(size_t max, ProcessFunc process)
     }
   }
   return result;
-}
-
-void DeltaFIFO::Close() {
-  MutexLock lock(&mu_);
-  closed_ = true;
-  not_empty_.SignalAll();
-}
-
-bool DeltaFIFO::IsClosed() const {
-  MutexLock lock(&mu_);
-  return closed_;
 }
 
 // ---- inspection ----

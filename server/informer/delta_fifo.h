@@ -9,7 +9,10 @@
 //   auto fifo = DeltaFIFO::Create({.known_objects = &store_objects}).value();
 //   fifo->Replace(listed, "100");           // reflector, after a list
 //   fifo->Update(obj);                      // reflector, per watch event
-//   fifo->Pop([&](Deltas& deltas, const PopContext& ctx) { Apply(deltas); return absl::OkStatus(); });
+//   fifo->TryPop([&](Deltas& deltas, const PopContext& ctx) { Apply(deltas); return absl::OkStatus(); });
+//
+// Popping never blocks: a consumer learns that the queue stopped being empty from
+// Options::on_ready and pops then (the informer schedules its turn on an executor).
 //
 // Semantics (docs/semantics.md §3, "The delta FIFO"):
 //   * Delta types Added, Updated, Deleted, Replaced (Sync when emit_delta_type_replaced is off)
@@ -38,8 +41,8 @@
 // reflects everything up to it. When the queue is already empty and nothing is being processed,
 // Replace and UpdateResourceVersion report the RV through Options::on_idle_resource_version.
 //
-// Thread safety: every method may be called from any thread; Pop is meant for one consumer
-// thread (several are safe, but then items are processed in parallel and out of order).
+// Thread safety: every method may be called from any thread; TryPop is meant for one consumer at
+// a time (several are safe, but then items are processed in parallel and out of order).
 #ifndef INFORMERD_SERVER_INFORMER_DELTA_FIFO_H_
 #define INFORMERD_SERVER_INFORMER_DELTA_FIFO_H_
 
@@ -136,8 +139,7 @@ class DeltaFIFO {
     // Delete call, without the queue lock but while no item can be processed.
     std::function<void(const std::string& resource_version)> on_idle_resource_version;
     // Called when the queue goes from empty to holding an item, with the queue lock held (it
-    // must not call back into the FIFO): a consumer that does not block in Pop schedules its
-    // TryPopBatch here.
+    // must not call back into the FIFO): the consumer schedules its TryPopBatch here.
     std::function<void()> on_ready;
   };
 
@@ -167,19 +169,12 @@ class DeltaFIFO {
 
   // ---- consumer side ----
 
-  // Blocks until an item is queued, removes the oldest, and calls `process` with it (without the
-  // queue lock). Returns what `process` returns, or Cancelled once the FIFO is closed and empty.
-  absl::Status Pop(ProcessFunc process) { return PopBatch(1, process); }
-  // As Pop, but takes up to `max` items at once (one queue lock) and processes them in order;
-  // returns the first error of `process`, after processing them all.
-  absl::Status PopBatch(size_t max, ProcessFunc process);
-  // As Pop, but returns Unavailable at once when nothing is queued.
+  // Removes the oldest item and calls `process` with it (without the queue lock); returns what
+  // `process` returns, or Unavailable at once when nothing is queued.
   absl::Status TryPop(ProcessFunc process) { return TryPopBatch(1, process); }
-  // As PopBatch, but returns Unavailable at once when nothing is queued.
+  // As TryPop, but takes up to `max` items at once (one queue lock) and processes them in order;
+  // returns the first error of `process`, after processing them all.
   absl::Status TryPopBatch(size_t max, ProcessFunc process);
-  // Wakes blocked Pops; they return Cancelled once the queue is empty.
-  void Close();
-  bool IsClosed() const;
 
   // ---- inspection ----
 
@@ -205,7 +200,7 @@ class DeltaFIFO {
   void QueueActionLocked(DeltaType type, ObjectPtr object, bool final_state_unknown)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RecordResourceVersionLocked(absl::string_view rv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The queue went from empty to one item: wake a blocked Pop and tell on_ready.
+  // The queue went from empty to one item: tell on_ready.
   void Readied() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool HasSyncedLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return populated_ && initial_population_count_ == 0;
@@ -213,8 +208,6 @@ class DeltaFIFO {
   // Removes up to `max` of the oldest items and processes them; nullopt when nothing is queued.
   std::optional<absl::Status> PopFront(size_t max, ProcessFunc process)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu_) ABSL_LOCKS_EXCLUDED(mu_);
-  // Waits until something is queued or the FIFO is closed.
-  void WaitForItems() ABSL_LOCKS_EXCLUDED(mu_);
   // When nothing is queued or being processed, reports latest_rv_ (after releasing mu_).
   void ReportIdleResourceVersion() ABSL_EXCLUSIVE_LOCKS_REQUIRED(process_mu_)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -235,9 +228,7 @@ class DeltaFIFO {
   bool populated_ ABSL_GUARDED_BY(mu_) = false;
   // Items of the first Replace not yet popped and processed.
   size_t initial_population_count_ ABSL_GUARDED_BY(mu_) = 0;
-  bool closed_ ABSL_GUARDED_BY(mu_) = false;
   std::string latest_rv_ ABSL_GUARDED_BY(mu_);
-  CondVar not_empty_;
 };
 
 }  // namespace informerd::informer

@@ -132,7 +132,6 @@ void SharedInformer::Stop() {
   }
   stopping_ = true;
   if (reflector_ != nullptr) reflector_->Stop();  // null when Create failed part-way
-  fifo_->Close();
   process_task_->Stop();  // waits for a turn in progress; none follows
   // Timers may be running callbacks that take distribute_mu_: destroy them without it.
   resync_timer_.reset();

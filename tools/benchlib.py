@@ -11,6 +11,7 @@ import time
 import urllib.request
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 
 
 def fail(message):
@@ -22,6 +23,20 @@ def post(url, path, body):
     with urllib.request.urlopen(req) as r:
         return json.loads(r.read() or b"{}")
 
+
+
+def start_apiserver(tmp, history):
+    """The fake API server (out/fake-apiserver) on a free port, keeping `history` events; returns
+    (process, url, kubeconfig path)."""
+    kubeconfig = os.path.join(tmp, "kubeconfig")
+    proc = subprocess.Popen([os.path.join(ROOT, "out/fake-apiserver"), "--addr", "127.0.0.1:0",
+                             "--kubeconfig-out", kubeconfig, "--history", str(history)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    line = proc.stdout.readline().strip()
+    if not line.startswith("listening on "):
+        proc.kill()
+        fail(f"fake-apiserver said {line!r}")
+    return proc, line.split()[-1], kubeconfig
 
 
 def json_line(cmd):

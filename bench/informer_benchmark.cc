@@ -15,7 +15,7 @@
 //   floor   the floor of decoding the watch events built from the cached objects
 //           (bench/metadata_floor.h), and simdjson's full DOM parse of them (events/s).
 // Options: --transform=strip|none (managedFields stripping; default strip), --streaming=0|1
-// (streaming list; default 1).
+// (streaming list; default 1), --compression=none|zstd (how the cache keeps objects; default none).
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -132,6 +132,15 @@ int Run(std::map<std::string, std::string> flags) {
   const std::string resource = flags.count("resource") ? flags["resource"] : "configmaps";
   const bool strip = !flags.count("transform") || flags["transform"] != "none";
   const bool streaming = !flags.count("streaming") || flags["streaming"] != "0";
+  StoreCompression compression = StoreCompression::kNone;
+  if (flags.count("compression")) {
+    if (flags["compression"] == "zstd") {
+      compression = StoreCompression::kZstd;
+    } else if (flags["compression"] != "none") {
+      std::fprintf(stderr, "--compression: want none or zstd, got %s\n", flags["compression"].c_str());
+      return 2;
+    }
+  }
   int64_t events = 100000;
   if (flags.count("events") && !absl::SimpleAtoi(flags["events"], &events)) {
     std::fprintf(stderr, "--events: not an integer: %s\n", flags["events"].c_str());
@@ -160,6 +169,7 @@ int Run(std::map<std::string, std::string> flags) {
           .value();
   options.transform.strip_managed_fields = strip;
   options.use_streaming_list = streaming;
+  options.compression = compression;
   options.stall_timeout = absl::Minutes(10);
   options.backoff.initial = absl::Milliseconds(100);
   auto informer = SharedInformer::Create(std::move(options)).value();
@@ -184,6 +194,7 @@ int Run(std::map<std::string, std::string> flags) {
   std::string out = absl::StrCat(
       R"({"side":"informerd","mode":")", mode, R"(","resource":")", resource,
       R"(","transform":")", strip ? "strip" : "none", R"(","streaming":)", streaming ? "true" : "false",
+      R"(,"compression":")", compression == StoreCompression::kZstd ? "zstd" : "none", R"(")",
       R"(,"objects":)", memory.store.objects, R"(,"sync_seconds":)", sync_seconds,
       R"(,"sync_cpu_seconds":)", sync_cpu, R"(,"peak_rss_kib":)", peak_kib,
       R"(,"steady_rss_kib":)", steady_kib, R"(,"base_rss_kib":)", rss_before,

@@ -25,12 +25,12 @@ def post(url, path, body):
 
 
 
-def start_apiserver(tmp, history):
-    """The fake API server (out/fake-apiserver) on a free port, keeping `history` events; returns
-    (process, url, kubeconfig path)."""
+def start_apiserver(tmp, history, flags=()):
+    """The fake API server (out/fake-apiserver) on a free port, keeping `history` events, with
+    `flags` besides; returns (process, url, kubeconfig path)."""
     kubeconfig = os.path.join(tmp, "kubeconfig")
     proc = subprocess.Popen([os.path.join(ROOT, "out/fake-apiserver"), "--addr", "127.0.0.1:0",
-                             "--kubeconfig-out", kubeconfig, "--history", str(history)],
+                             "--kubeconfig-out", kubeconfig, "--history", str(history), *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline().strip()
     if not line.startswith("listening on "):

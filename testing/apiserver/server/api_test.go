@@ -172,7 +172,33 @@ func TestCRUDErrorsCarryTheRealStatusReasons(t *testing.T) {
 }
 
 func TestWritesFollowRegistrySemantics(t *testing.T) {
-	srv := testServer(t, Options{})
+	writesFollowRegistrySemantics(t, testServer(t, Options{}))
+}
+
+// Options.DropDecoded: the same writes (patches decode the stored JSON again), and the stored
+// objects keep no decoded form.
+func TestWritesFollowRegistrySemanticsWithoutDecodedObjects(t *testing.T) {
+	srv := testServer(t, Options{DropDecoded: true})
+	writesFollowRegistrySemantics(t, srv)
+	c := newClient(t, srv)
+	c.createCM("default", "kept", map[string]string{"app": "x"}, map[string]string{"k": "v"})
+	c.mustCode(c.do("PATCH", nsPath("default", "configmaps")+"/kept", "application/merge-patch+json", `{"data":{"k":"w"}}`), 200)
+	got := c.mustCode(c.get(nsPath("default", "configmaps")+"?fieldSelector=metadata.name%3Dkept"), 200)
+	items, _ := got.obj["items"].([]any)
+	if len(items) != 1 || fmt.Sprint(items[0].(map[string]any)["data"]) != "map[k:w]" {
+		t.Fatalf("field-selected list after a patch: %s", got.body)
+	}
+	r := srv.store.lookup("", "v1", "configmaps")
+	srv.store.mu.RLock()
+	defer srv.store.mu.RUnlock()
+	for key, o := range r.objects {
+		if o.data.Load() != nil {
+			t.Errorf("%s keeps its decoded form", key)
+		}
+	}
+}
+
+func writesFollowRegistrySemantics(t *testing.T, srv *Server) {
 	c := newClient(t, srv)
 	p := nsPath("default", "configmaps")
 	a := c.createCM("default", "a", nil, map[string]string{"k": "v"})

@@ -22,7 +22,8 @@ type object struct {
 	labels    map[string]string
 	// data is the decoded object without kind/apiVersion. It is dropped when
 	// the object is superseded (history keeps only the JSON, which the
-	// garbage collector need not scan) and decoded again on demand.
+	// garbage collector need not scan), or at once with Options.DropDecoded,
+	// and decoded again on demand.
 	data atomic.Pointer[map[string]any]
 	// full is the JSON of the object with kind and apiVersion first; full[bodyOff:]
 	// is the JSON of data without its opening brace, so that "{"+full[bodyOff:]
@@ -181,8 +182,9 @@ func (o *object) dataMap() map[string]any {
 	return m
 }
 
-// superseded drops the decoded form of an object that is no longer current.
-func (o *object) superseded() { o.data.Store(nil) }
+// dropDecoded drops the decoded form (an object no longer current, or any
+// with Options.DropDecoded); dataMap decodes the JSON again when asked.
+func (o *object) dropDecoded() { o.data.Store(nil) }
 
 // withRV returns a copy of o whose resourceVersion is rv, framed as typ (used
 // for DELETED events, which carry the deletion's resourceVersion).

@@ -28,6 +28,7 @@ type Store struct {
 	byGVR        map[string]*resourceStore // GUARDED_BY(mu): "group/version/resource"
 	order        []*resourceStore          // GUARDED_BY(mu): registration order
 	historyCap   int
+	dropDecoded  bool // Options.DropDecoded
 	now          func() time.Time
 	anyChange    chan struct{} // GUARDED_BY(mu): closed and replaced on every commit
 	tooLargeWait time.Duration
@@ -241,7 +242,10 @@ func (s *Store) commitLocked(r *resourceStore, typ eventType, key string, stored
 		r.objects[key] = stored
 	}
 	if prev != nil {
-		prev.superseded()
+		prev.dropDecoded()
+	}
+	if stored != nil && s.dropDecoded {
+		stored.dropDecoded()
 	}
 	frame := sent.frame
 	if sent.frameType != typ {

@@ -60,6 +60,7 @@ func main() {
 		bookmark   = flag.Duration("bookmark-interval", time.Minute, "interval of BOOKMARK events for watches that allow them (negative: never)")
 		tooLarge   = flag.Duration("too-large-rv-wait", 3*time.Second, "how long a request for a future resourceVersion waits before 'Too large resource version'")
 		managed    = flag.Bool("managed-fields", true, "record metadata.managedFields on writes (simplified: one Update entry per manager)")
+		lean       = flag.Bool("drop-decoded", false, "keep only the JSON of stored objects, decoding it again when a write needs it (for stores of 100k+ large objects)")
 		verbose    = flag.Bool("v", false, "log faults and listener changes to stderr")
 		resources  resourceFlags
 		tokens     jsonFlags[server.TokenSpec]
@@ -75,7 +76,7 @@ func main() {
 	flag.Parse()
 
 	opts := server.Options{Addr: *addr, TLS: *useTLS, Token: *token, H2C: *h2c, HistorySize: *history,
-		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources, DisableManagedFields: !*managed,
+		BookmarkInterval: *bookmark, TooLargeRVWait: *tooLarge, Resources: resources, DisableManagedFields: !*managed, DropDecoded: *lean,
 		Tokens: tokens, AuthzRules: rules}
 	if *verbose {
 		logger := log.New(os.Stderr, "fake-apiserver: ", log.LstdFlags|log.Lmicroseconds)

@@ -1,6 +1,7 @@
 // Watch messages as wire bytes: see watch_encoding.h.
 #include "server/service/watch_encoding.h"
 
+#include <cstring>
 #include <utility>
 
 #include "informerd/v1/informers.pb.h"
@@ -41,6 +42,11 @@ class SmallWriter {
     *at_++ = static_cast<char>(Tag(field, kLengthDelimited));
     at_ = PutVarint(length, at_);
   }
+  // Appends `bytes` verbatim.
+  void Raw(const char* bytes, size_t n) {
+    std::memcpy(at_, bytes, n);
+    at_ += n;
+  }
   uint8_t size() const { return static_cast<uint8_t>(at_ - begin_); }
 
  private:
@@ -72,17 +78,23 @@ EncodedEvent EncodeEvent(const Notification& n, bool include_old_object) {
   head.Varint(v1::WatchEvent::kTypeFieldNumber, TypeOf(n.type));
   size_t size = 0;
   if (n.type != Notification::Type::kResnapshot && n.object != nullptr) {
-    e.object_ = ObjectProtoBytes(*n.object);
-    head.LengthOf(v1::WatchEvent::kObjectFieldNumber, e.object_.size());
-    size += e.object_.size();
+    const ObjectWire& wire = ObjectWireOf(n.object);
+    head.LengthOf(v1::WatchEvent::kObjectFieldNumber, wire.size());
+    head.Raw(wire.json_field, wire.json_field_size);
+    e.object_json_ = wire.json;
+    e.object_metadata_ = wire.metadata;
+    size += wire.json.size() + wire.metadata.size();
   }
   e.head_.size = head.size();
   if (n.type == Notification::Type::kUpdate && include_old_object && n.old_object != nullptr) {
-    e.old_object_ = ObjectProtoBytes(*n.old_object);
+    const ObjectWire& wire = ObjectWireOf(n.old_object);
     SmallWriter middle(e.middle_.bytes);
-    middle.LengthOf(v1::WatchEvent::kOldObjectFieldNumber, e.old_object_.size());
+    middle.LengthOf(v1::WatchEvent::kOldObjectFieldNumber, wire.size());
+    middle.Raw(wire.json_field, wire.json_field_size);
+    e.old_object_json_ = wire.json;
+    e.old_object_metadata_ = wire.metadata;
     e.middle_.size = middle.size();
-    size += e.old_object_.size();
+    size += wire.json.size() + wire.metadata.size();
   }
   SmallWriter tail(e.tail_.bytes);
   if (n.type == Notification::Type::kAdd && n.is_in_initial_list) {
@@ -114,18 +126,20 @@ void WatchResponseWriter::Add(EncodedEvent event) {
   w.LengthOf(v1::WatchResponse::kEventsFieldNumber, event.size_);
   pending_.append(header, w.size());
   event.head_.AppendTo(&pending_);
-  if (event.object_.size() > 0) {
-    Flush();
-    slices_.push_back(std::move(event.object_));
-  }
+  AddObject(std::move(event.object_json_), std::move(event.object_metadata_));
   event.middle_.AppendTo(&pending_);
-  if (event.old_object_.size() > 0) {
-    Flush();
-    slices_.push_back(std::move(event.old_object_));
-  }
+  AddObject(std::move(event.old_object_json_), std::move(event.old_object_metadata_));
   event.tail_.AppendTo(&pending_);
   ++events_;
   bytes_ += event.size_;
+}
+
+void WatchResponseWriter::AddObject(grpc::Slice json, grpc::Slice metadata) {
+  for (grpc::Slice* part : {&json, &metadata}) {
+    if (part->size() == 0) continue;
+    Flush();
+    slices_.push_back(std::move(*part));
+  }
 }
 
 void WatchResponseWriter::Flush() {

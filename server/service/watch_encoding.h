@@ -1,6 +1,7 @@
 // Watch messages built as wire bytes around shared object encodings: a v1::WatchResponse whose
-// events reference each object's serialized v1::Object (ObjectProtoBytes, made once per object)
-// instead of copying and serializing it again for every subscriber. Only the few bytes that
+// events reference each object's wire form (ObjectWireOf: its serialized metadata, made once per
+// object, and its JSON bytes as the object holds them) instead of copying and serializing it again
+// for every subscriber. Only the few bytes that
 // differ per subscriber — the event's type, initial, tombstone, resnapshot_keys and the field
 // headers — are written per event.
 //
@@ -31,7 +32,8 @@
 namespace informerd::service {
 
 // One v1::WatchEvent as its wire bytes: `head`, then `object`, then `middle`, then `old_object`,
-// then `tail` (the object parts are empty slices when the event has none).
+// then `tail`. Each object part is its json field's header (ending `head` / `middle`), its JSON
+// slice and its metadata slice; empty slices when the event has no such object.
 class EncodedEvent {
  public:
   // The WatchEvent message's size (what its ByteSizeLong would be).
@@ -49,9 +51,11 @@ class EncodedEvent {
     void AppendTo(std::string* out) const { out->append(bytes, size); }
   };
   Small head_;
-  grpc::Slice object_;
+  grpc::Slice object_json_;
+  grpc::Slice object_metadata_;
   Small middle_;
-  grpc::Slice old_object_;
+  grpc::Slice old_object_json_;
+  grpc::Slice old_object_metadata_;
   Small tail_;
   size_t size_ = 0;
 };
@@ -78,6 +82,8 @@ class WatchResponseWriter {
  private:
   // Flushes pending_ into slices_.
   void Flush();
+  // Appends an object's JSON and metadata slices (each skipped when empty).
+  void AddObject(grpc::Slice json, grpc::Slice metadata);
 
   std::vector<grpc::Slice> slices_;
   // Small bytes between two shared slices, kept together so that they become one slice.

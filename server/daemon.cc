@@ -210,6 +210,7 @@ absl::Status Daemon::Init() {
     }
     (*q)->Pin();
   }
+  heap_trimmer_ = std::make_unique<HeapTrimmer>(HeapTrimmerOptions{});
   if (config_.idle_timeout > absl::ZeroDuration()) {
     idle_reaper_ = std::make_unique<service::IdleReaper>(
         informers_.get(), queues_.get(),
@@ -422,6 +423,7 @@ void Daemon::Shutdown() {
     server_->GetHealthCheckService()->SetServingStatus(false);
   }
   idle_reaper_.reset();  // frees nothing from now on
+  heap_trimmer_.reset();
   // A leader steps down at once and releases the Lease, so a follower takes over within its
   // retry period; its Work streams end with NOT_LEADER and their workers move to the new leader.
   if (replica_ != nullptr) replica_->Stop();

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/heap_trimmer.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "server/auth/guard.h"
@@ -103,6 +104,9 @@ class Daemon {
   std::vector<std::unique_ptr<auth::UnixListener>> unix_listeners_;
   // Frees what clients created and left unused (config_.idle_timeout); nullptr when 0.
   std::unique_ptr<service::IdleReaper> idle_reaper_;
+  // Gives memory freed after a burst (e.g. a large informer streamed to many subscribers) back to
+  // the system.
+  std::unique_ptr<HeapTrimmer> heap_trimmer_;
   std::unique_ptr<service::InformerService> informer_service_;
   std::unique_ptr<service::QueueService> queue_service_;
   std::unique_ptr<service::WorkService> work_service_;

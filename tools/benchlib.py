@@ -1,5 +1,6 @@
-"""What the benchmark drivers (tools/bench_*) share: the fake API server's control calls and the
-benchmark's Pod shape, starting and stopping informerd, and reading a process's figures from /proc.
+"""What the benchmark drivers (tools/bench_*, tools/profile_service) share: the fake API server's
+control calls and the benchmark's Pod shape, starting and stopping informerd, the bench/load
+command lines of the service scenarios, and reading a process's figures from /proc.
 Imported by the scripts beside it (they put tools/ on sys.path)."""
 import http.client
 import json
@@ -82,6 +83,32 @@ def stop(proc):
         proc.kill()
         proc.wait()
 
+
+
+def work_flags(addr, queue, workers, batch, keys, seconds):
+    """bench/load's flags for a Work-stream run: `keys` prefilled into `queue`, drained by
+    `workers` no-op workers taking `batch` keys at a time, up to four batches in flight (a
+    pipelining worker, as the SDKs run) so that the stream is not bound by round trips."""
+    return [f"--target={addr}", f"--queue={queue}", "--adders=0", "--prefill", f"--keys={keys}",
+            f"--workers={workers}", f"--batch={batch}", f"--in_flight={max(8, 4 * batch)}",
+            f"--duration={seconds}s", "--delete_queue", "--json"]
+
+
+def events_flags(addr, url, ns, queue, rate, seconds):
+    """bench/load's flags for an API-server change → key delivered run: `queue` bound to an
+    informer of ConfigMaps in `ns`, `rate` PATCHes a second to 100 of them, one worker."""
+    return [f"--target={addr}", "--resource=v1/configmaps", f"--namespace={ns}", f"--queue={queue}",
+            "--bind", "--adders=0", "--workers=1", "--batch=16", f"--apiserver={url}",
+            f"--change_rate={rate}", "--change_objects=100", "--change_threads=2",
+            f"--duration={max(seconds, 5)}s", "--delete_queue", "--json"]
+
+
+def fanout_flags(addr, url, ns, rate, seconds):
+    """bench/load's flags for a watch fan-out run: 100 Watch subscribers to the ConfigMaps of `ns`
+    while the fake API server's churn changes 1000 of them `rate` times a second."""
+    return [f"--target={addr}", "--resource=v1/configmaps", f"--namespace={ns}", "--subscribers=100",
+            f"--apiserver={url}", f"--change_rate={rate}", "--churn", "--change_objects=1000",
+            f"--duration={max(seconds, 5)}s", "--json"]
 
 
 def cpu_seconds(pid):

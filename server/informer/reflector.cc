@@ -380,13 +380,17 @@ absl::Status Reflector::ListAndReplace() {
     listed = ListAll(rv);
   }
   if (!listed.ok()) return listed.status();
+  {
+    // Counted before the store has it: once the Replace is in, the informer may report synced at
+    // any moment, and a reader of the status then must already see this sync.
+    MutexLock lock(&mu_);
+    // A paged answer to RV "0" means no watch cache: keep paging later lists too.
+    if (rv == "0" && listed->paginated) paginated_result_ = true;
+    last_sync_rv_unavailable_ = false;
+    status_.last_sync_resource_version = listed->resource_version;
+    ++status_.syncs;
+  }
   options_.store->Replace(std::move(listed->items), listed->resource_version);
-  MutexLock lock(&mu_);
-  // A paged answer to RV "0" means no watch cache: keep paging later lists too.
-  if (rv == "0" && listed->paginated) paginated_result_ = true;
-  last_sync_rv_unavailable_ = false;
-  status_.last_sync_resource_version = listed->resource_version;
-  ++status_.syncs;
   return absl::OkStatus();
 }
 

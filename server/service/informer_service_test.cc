@@ -1016,7 +1016,7 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     return google::protobuf::util::MessageDifferencer::Equals(a, b);
   };
 
-  const uint64_t before = ObjectProtoEncodings();
+  const uint64_t before = ObjectWireEncodings();
   v1::WatchRequest plain;
   plain.set_informer_id(id);
   v1::WatchRequest with_old = plain;
@@ -1037,7 +1037,7 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     EXPECT_EQ(initial, 3);
   }
   // Both streams sent each initial object from one encoding of it.
-  EXPECT_EQ(ObjectProtoEncodings() - before, 3u);
+  EXPECT_EQ(ObjectWireEncodings() - before, 3u);
 
   ASSERT_TRUE(fixture_->Create("live").ok());
   v1::Object created;
@@ -1048,7 +1048,7 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     created = converted("live");
     EXPECT_TRUE(same(e.object(), created));
   }
-  EXPECT_EQ(ObjectProtoEncodings() - before, 4u);
+  EXPECT_EQ(ObjectWireEncodings() - before, 4u);
 
   ASSERT_TRUE(fixture_->Update("live").ok());
   v1::Object updated;
@@ -1063,7 +1063,7 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     }
   }
   // The old object was encoded when it was created.
-  EXPECT_EQ(ObjectProtoEncodings() - before, 5u);
+  EXPECT_EQ(ObjectWireEncodings() - before, 5u);
 
   // The deleted state is the API server's DELETED object, a new one: encoded once for both.
   ASSERT_TRUE(fixture_->Delete("live").ok());
@@ -1076,7 +1076,7 @@ TEST_F(InformerServiceTest, SubscribersGetTheConvertedEventsFromOneEncodingOfEac
     if (w == &a) deleted = e.object();
     EXPECT_TRUE(same(e.object(), deleted));
   }
-  EXPECT_EQ(ObjectProtoEncodings() - before, 6u);
+  EXPECT_EQ(ObjectWireEncodings() - before, 6u);
 }
 
 TEST_F(InformerServiceTest, AMalformedWatchRequestIsInvalidArgumentNamingTheField) {

@@ -24,11 +24,9 @@ class WireForm final : public client::Object::Derived {
 // shared_ptr control block and its JSON one allocation, which lasts until the last weak
 // reference goes: the JSON stays readable after the object is destroyed, while a message that
 // holds the slice is being written.
-void ReleaseAllocation(void* weak) { delete static_cast<std::weak_ptr<const client::Object>*>(weak); }
-
-}  // namespace
-
-namespace {
+void ReleaseAllocation(void* weak) {
+  delete static_cast<std::weak_ptr<const client::Object>*>(weak);
+}
 
 void MetadataToProto(const client::Object& object, v1::ObjectMeta* meta) {
   meta->set_namespace_(object.namespace_name().data(), object.namespace_name().size());
@@ -108,6 +106,6 @@ const ObjectWire& ObjectWireOf(const std::shared_ptr<const client::Object>& obje
   return static_cast<const WireForm&>(derived).wire;
 }
 
-uint64_t ObjectProtoEncodings() { return encodings.load(std::memory_order_relaxed); }
+uint64_t ObjectWireEncodings() { return encodings.load(std::memory_order_relaxed); }
 
 }  // namespace informerd::service

@@ -48,7 +48,7 @@ struct ObjectWire {
 const ObjectWire& ObjectWireOf(const std::shared_ptr<const client::Object>& object);
 
 // Test hook: how many times ObjectWireOf encoded an object, since the process started.
-uint64_t ObjectProtoEncodings();
+uint64_t ObjectWireEncodings();
 
 }  // namespace informerd::service
 

@@ -160,12 +160,12 @@ TEST(WatchEncodingTest, AnObjectIsEncodedOnceAndItsBytesAreSharedBySubscribers) 
     const ObjectPtr object = Full("12");
     const Notification n{
         .type = Notification::Type::kUpdate, .object = object, .old_object = object};
-    const uint64_t before = ObjectProtoEncodings();
+    const uint64_t before = ObjectWireEncodings();
     // Two subscribers, one with the old object too: the same bytes, encoded once.
     WatchResponseWriter a, b;
     a.Add(EncodeEvent(n, /*include_old_object=*/false));
     b.Add(EncodeEvent(n, /*include_old_object=*/true));
-    EXPECT_EQ(ObjectProtoEncodings() - before, 1u);
+    EXPECT_EQ(ObjectWireEncodings() - before, 1u);
     // The messages point at the object's own JSON (not a copy) and at its one metadata encoding.
     const auto* const json = reinterpret_cast<const uint8_t*>(object->json().data());
     const uint8_t* const metadata = ObjectWireOf(object).metadata.begin();
@@ -186,7 +186,7 @@ TEST(WatchEncodingTest, AnObjectIsEncodedOnceAndItsBytesAreSharedBySubscribers) 
     e->set_type(v1::WatchEvent::UPDATED);
     ObjectToProto(*object, e->mutable_object());
     ObjectToProto(*object, e->mutable_old_object());
-    EXPECT_EQ(ObjectProtoEncodings() - before, 1u);
+    EXPECT_EQ(ObjectWireEncodings() - before, 1u);
   }
   // The object is gone; a message still in flight holds valid bytes (its JSON slice keeps the
   // object's allocation: under ASan a read of freed memory here fails the test).

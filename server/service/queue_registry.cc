@@ -200,26 +200,27 @@ v1::QueueState NamedQueue::State() const {
 
 absl::Status NamedQueue::Add(const Keys& keys) {
   for (const std::string& key : keys) {
-    if (!queue_->Add(key).ok()) return ShutDownError(name());
-    adds_->fetch_add(1, std::memory_order_relaxed);
+    if (!CountedAdd(*adds_, [&] { return queue_->Add(key); })) return ShutDownError(name());
   }
   return absl::OkStatus();
 }
 
 absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay) {
   for (const std::string& key : keys) {
-    if (!queue_->AddAfter(key, delay).ok()) return ShutDownError(name());
+    if (!CountedAdd(*adds_, [&] { return queue_->AddAfter(key, delay); })) {
+      return ShutDownError(name());
+    }
     if (delay > absl::ZeroDuration()) retries_.fetch_add(1, std::memory_order_relaxed);
-    adds_->fetch_add(1, std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }
 
 absl::Status NamedQueue::AddRateLimited(const Keys& keys) {
   for (const std::string& key : keys) {
-    if (!queue_->AddRateLimited(key).ok()) return ShutDownError(name());
+    if (!CountedAdd(*adds_, [&] { return queue_->AddRateLimited(key); })) {
+      return ShutDownError(name());
+    }
     retries_.fetch_add(1, std::memory_order_relaxed);
-    adds_->fetch_add(1, std::memory_order_relaxed);
   }
   return absl::OkStatus();
 }

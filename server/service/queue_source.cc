@@ -36,9 +36,8 @@ bool SameValues(const informer::FieldPath& path, const client::Object& a, const 
 }  // namespace
 
 void KeySink::Enqueue(absl::string_view key) const {
-  if (InvalidKeyReason(key).empty() && queue->Add(key).ok()) {
-    adds->fetch_add(1, std::memory_order_relaxed);
-  }
+  if (!InvalidKeyReason(key).empty()) return;
+  CountedAdd(*adds, [&] { return queue->Add(key); });
 }
 
 // ---- SourceMapper ----

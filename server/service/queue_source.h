@@ -68,6 +68,17 @@ struct SourceLookups {
       kind_namespaced;
 };
 
+// Makes one add with `add()` (returning absl::Status) and counts it in `adds`. The count comes
+// first: once the key is in the queue a worker may already hold it, and whoever saw it delivered
+// must find it counted. An add the queue refuses is uncounted again. Returns whether it was added.
+template <typename AddFn>
+bool CountedAdd(std::atomic<uint64_t>& adds, AddFn add) {
+  adds.fetch_add(1, std::memory_order_relaxed);
+  if (add().ok()) return true;
+  adds.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
+
 // Where mapped keys go: a queue, counting its adds.
 struct KeySink {
   std::shared_ptr<workqueue::RateLimitingQueue> queue;

@@ -223,4 +223,20 @@ std::string MetricsRegistry::Render() const {
   return out;
 }
 
+std::vector<MetricsRegistry::HistogramReading> MetricsRegistry::ReadHistograms(
+    absl::string_view name) const {
+  std::vector<HistogramReading> readings;
+  MutexLock lock(&mu_);
+  auto it = families_.find(name);
+  if (it == families_.end() || it->second.type != Type::kHistogram) return readings;
+  for (const auto& [labels, h] : it->second.histograms) {
+    HistogramReading& r = readings.emplace_back();
+    r.labels = labels;
+    r.upper_bounds = h->upper_bounds();
+    r.buckets.reserve(h->upper_bounds().size() + 1);
+    for (size_t i = 0; i <= h->upper_bounds().size(); ++i) r.buckets.push_back(h->BucketCount(i));
+  }
+  return readings;
+}
+
 }  // namespace informerd

@@ -104,6 +104,16 @@ class MetricsRegistry {
   // Every family and series in the Prometheus text format, families sorted by name.
   std::string Render() const;
 
+  // The series of histogram family `name` as they are now (none when there is no such
+  // histogram family), by labels.
+  struct HistogramReading {
+    Labels labels;
+    std::vector<double> upper_bounds;
+    // Non-cumulative; the last one is +Inf.
+    std::vector<uint64_t> buckets;
+  };
+  std::vector<HistogramReading> ReadHistograms(absl::string_view name) const;
+
  private:
   enum class Type { kCounter, kGauge, kHistogram };
   struct Family {

@@ -53,6 +53,23 @@ TEST(MetricsRegistryTest, HistogramBucketsAreCumulativeWithSumAndCount) {
   EXPECT_THAT(text, HasSubstr("lat_count{name=\"q\"} 4\n"));
 }
 
+TEST(MetricsRegistryTest, ReadHistogramsGivesEachSeriesBuckets) {
+  MetricsRegistry registry;
+  registry.GetHistogram("lat", "Latency.", {{"name", "a"}}, {0.1, 1})->Observe(0.5);
+  Histogram* b = registry.GetHistogram("lat", "Latency.", {{"name", "b"}}, {0.1, 1});
+  b->Observe(0.05);
+  b->Observe(7);
+  registry.GetCounter("adds", "Adds.", {})->Inc();
+  std::vector<MetricsRegistry::HistogramReading> r = registry.ReadHistograms("lat");
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].labels, (Labels{{"name", "a"}}));
+  EXPECT_EQ(r[0].upper_bounds, (std::vector<double>{0.1, 1}));
+  EXPECT_EQ(r[0].buckets, (std::vector<uint64_t>{0, 1, 0}));
+  EXPECT_EQ(r[1].buckets, (std::vector<uint64_t>{1, 0, 1}));
+  EXPECT_TRUE(registry.ReadHistograms("adds").empty());
+  EXPECT_TRUE(registry.ReadHistograms("missing").empty());
+}
+
 TEST(MetricsRegistryTest, LabelValuesAreEscaped) {
   MetricsRegistry registry;
   registry.GetGauge("g", "h", {{"name", "a\"b\\c\nd"}})->Set(1);

@@ -12,6 +12,7 @@
 #include "client/in_cluster.h"
 #include "client/kubeconfig.h"
 #include "client/read_file.h"
+#include "grpc/health/v1/health.pb.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -31,10 +32,15 @@
 #include "server/service/queue_service.h"
 #include "server/service/source_lookups.h"
 #include "server/service/work_service.h"
+#include "server/status/status_page.h"
 #include "spdlog/spdlog.h"
 
 namespace informerd {
 namespace {
+
+// The services whose gRPC health follows readiness.
+constexpr absl::string_view kHealthServices[] = {"informerd.v1.Informers", "informerd.v1.Queues",
+                                                 "informerd.v1.Work", "informerd.v1.Admin"};
 
 // A TLS file, its error naming the config key.
 absl::StatusOr<std::string> ReadTlsFile(const std::string& path, absl::string_view key) {
@@ -231,6 +237,9 @@ absl::Status Daemon::Init() {
                  : nullptr);
 
   grpc::EnableDefaultHealthCheckService(true);
+  // The built-in health service has no descriptor of its own: linking grpc.health.v1's puts it
+  // in the generated pool, where reflection finds it (grpcurl's Health/Check needs it).
+  (void)grpc::health::v1::HealthCheckRequest::descriptor();
   // Reflection is served to anyone who connects (gRPC's own service, outside the guard): only
   // when nothing else is protected either.
   if (insecure) grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -293,6 +302,13 @@ absl::Status Daemon::Init() {
     grpc_addresses_.push_back(
         absl::StrCat(address.substr(0, address.rfind(':')), ":", *ports[i]));
   }
+  // Each informerd.v1 service is NOT_SERVING until the daemon is ready (CheckReadiness); the
+  // server as a whole ("") is SERVING while it runs.
+  for (absl::string_view name : kHealthServices) {
+    server_->GetHealthCheckService()->SetServingStatus(std::string(name), false);
+  }
+  readiness_timer_ = Clock::Real()->CreateTimer([this] { CheckReadiness(); });
+  readiness_timer_->ArmAt(absl::Now());
   if (absl::Status s = StartHttp(); !s.ok()) return s;
   if (le.enabled) return StartReplica(std::move(config_queues));
   return absl::OkStatus();
@@ -340,6 +356,20 @@ absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
   return absl::OkStatus();
 }
 
+void Daemon::CheckReadiness() {
+  {
+    MutexLock lock(&mu_);
+    if (shutting_down_) return;
+  }
+  if (!UnsyncedInformers().empty()) {
+    readiness_timer_->ArmAt(absl::Now() + absl::Milliseconds(100));
+    return;
+  }
+  for (absl::string_view name : kHealthServices) {
+    server_->GetHealthCheckService()->SetServingStatus(std::string(name), true);
+  }
+}
+
 std::vector<std::string> Daemon::UnsyncedInformers() const {
   std::vector<std::string> unsynced;
   for (const std::string& id : configured_informers_) {
@@ -364,6 +394,16 @@ absl::Status Daemon::StartHttp() {
   http_ = std::make_unique<httplib::Server>();
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
+  });
+  // The live status page (server/status/): what Admin shows, for people.
+  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+    const absl::string_view html = status::PageHtml();
+    res.set_content(html.data(), html.size(), "text/html; charset=utf-8");
+  });
+  http_->Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
+    res.set_header("Cache-Control", "no-store");
+    res.set_content(status::StatusJson(*admin_service_, metrics_, absl::Now()),
+                    "application/json");
   });
   // Liveness: the gRPC server itself must answer, not only this HTTP thread. A cheap call of our
   // own (Admin.ListClusters) through an in-process channel goes through the same completion
@@ -424,6 +464,7 @@ void Daemon::Shutdown() {
   }
   idle_reaper_.reset();  // frees nothing from now on
   heap_trimmer_.reset();
+  readiness_timer_.reset();  // waits for a running check, which saw shutting_down_
   // A leader steps down at once and releases the Lease, so a follower takes over within its
   // retry period; its Work streams end with NOT_LEADER and their workers move to the new leader.
   if (replica_ != nullptr) replica_->Stop();

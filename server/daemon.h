@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "base/clock.h"
 #include "base/heap_trimmer.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
@@ -87,6 +88,9 @@ class Daemon {
   std::vector<std::string> UnsyncedInformers() const;
   // OK when the gRPC server answers a call of ours within 2 s (what /healthz reports).
   absl::Status ProbeGrpc();
+  // gRPC health: each informerd.v1 service is NOT_SERVING until the configured informers have
+  // synced (as /readyz), then SERVING; checked every 100 ms by readiness_timer_ until then.
+  void CheckReadiness();
 
   const DaemonConfig config_;
   MetricsRegistry metrics_;
@@ -107,6 +111,7 @@ class Daemon {
   // Gives memory freed after a burst (e.g. a large informer streamed to many subscribers) back to
   // the system.
   std::unique_ptr<HeapTrimmer> heap_trimmer_;
+  std::unique_ptr<Timer> readiness_timer_;
   std::unique_ptr<service::InformerService> informer_service_;
   std::unique_ptr<service::QueueService> queue_service_;
   std::unique_ptr<service::WorkService> work_service_;

@@ -126,6 +126,64 @@ TEST(DaemonTest, WithoutAClusterItServesHealthAdminAndSaysWhyInformersFail) {
   EXPECT_EQ(*code, 0);
 }
 
+using HealthStatus = grpc::health::v1::HealthCheckResponse;
+
+HealthStatus::ServingStatus HealthOf(const std::shared_ptr<grpc::Channel>& channel,
+                                     const std::string& service) {
+  auto health = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse res;
+  grpc::Status s = health->Check(&ctx, req, &res);
+  return s.ok() ? res.status() : HealthStatus::UNKNOWN;
+}
+
+// Until the configured informers have synced, /readyz says which are missing and gRPC health
+// has each informerd.v1 service NOT_SERVING (the server itself SERVING); then both turn ready.
+// Meanwhile the status page's JSON already shows the informer, unsynced.
+TEST(DaemonTest, HealthPerServiceAndReadyzFollowTheConfiguredInformersSync) {
+  ASSERT_TRUE(Seed("daemon-unready", 2).ok());
+  // The informer's first list (or streaming list) is answered 10 s late.
+  ASSERT_TRUE(ApiServer()
+                  ->Control("POST", "/_fake/faults",
+                            R"({"type":"stall","resource":"configmaps",)"
+                            R"("namespace":"daemon-unready","durationMs":10000})")
+                  .ok());
+  const std::string config = WriteConfig(
+      "unready", absl::StrCat(ClusterConfig(), R"(
+informers:
+  - name: slow
+    resource: {version: v1, resource: configmaps}
+    namespace: daemon-unready
+)"));
+  absl::StatusOr<Daemon> d = StartDaemon({"--config=" + config});
+  ASSERT_TRUE(d.ok()) << d.status();
+  int status = 0;
+  EXPECT_THAT(HttpGet(d->metrics, "/readyz", &status), HasSubstr("configmaps-"));
+  EXPECT_EQ(status, 503);
+  EXPECT_EQ(HealthOf(d->channel, ""), HealthStatus::SERVING);
+  for (const char* service : {"informerd.v1.Informers", "informerd.v1.Queues",
+                              "informerd.v1.Work", "informerd.v1.Admin"}) {
+    EXPECT_EQ(HealthOf(d->channel, service), HealthStatus::NOT_SERVING) << service;
+  }
+  EXPECT_THAT(HttpGet(d->metrics, "/", &status), HasSubstr("<title>informerd status</title>"));
+  EXPECT_EQ(status, 200);
+  const std::string json = HttpGet(d->metrics, "/status.json", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_THAT(json, HasSubstr(R"("namespace":"daemon-unready")"));
+  EXPECT_THAT(json, HasSubstr(R"("synced":false)"));
+
+  ASSERT_TRUE(Eventually([&] { return HealthOf(d->channel, "informerd.v1.Queues") ==
+                                      HealthStatus::SERVING; },
+                         absl::Seconds(40)));
+  HttpGet(d->metrics, "/readyz", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(HealthOf(d->channel, "informerd.v1.Admin"), HealthStatus::SERVING);
+  EXPECT_THAT(HttpGet(d->metrics, "/status.json", &status), HasSubstr(R"("synced":true)"));
+}
+
 TEST(DaemonTest, ABadConfigStopsStartUpNamingTheKey) {
   const std::string path = WriteConfig("bad", "listen: [\"127.0.0.1:0\"]\nlimits: {maxSubscribrs: 3}\n");
   absl::StatusOr<std::unique_ptr<Subprocess>> p =

@@ -51,10 +51,13 @@ class AdminService final : public v1::Admin::CallbackService {
                                        const v1::GetReplicaRequest* request,
                                        v1::ReplicaInfo* response) override;
 
- private:
+  // What the List calls answer, without a call (no authorization: the status page on the
+  // metrics listener shows the same).
   void FillClusters(v1::ListClustersResponse* response);
   void FillInformers(v1::ListInformersResponse* response);
   void FillQueues(v1::ListQueuesResponse* response);
+
+ private:
   // Answers the call with `fill` once the caller may administer the daemon.
   template <typename Fill>
   grpc::ServerUnaryReactor* Guarded(grpc::CallbackServerContext* context, Fill fill);

@@ -9,7 +9,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run example test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-monitoring test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -21,7 +21,7 @@ run: bootstrap
 example: bootstrap
 	@tools/run_example
 
-test: bootstrap test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-proto test-python test-rust
+test: bootstrap test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-proto test-monitoring test-python test-rust
 	@echo "make test: all suites passed"
 
 test-cc:
@@ -43,6 +43,10 @@ test-smoke:
 # The API: buf lint (proto/buf.yaml) and buf breaking against the API before issue 9 (e355eab).
 test-proto:
 	tools/check_proto
+
+# deploy/monitoring: promtool check and test the alert rules; the dashboard's queries parse.
+test-monitoring:
+	tools/check_monitoring
 
 # sdk/python: stubs in step with proto/, ruff, mypy --strict, a wheel, pytest on real processes.
 test-python:

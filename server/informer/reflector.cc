@@ -145,6 +145,7 @@ void Reflector::RecordError(const absl::Status& status) {
     if (stop_) return;
     status_.last_error = status;
     status_.last_error_time = clock_->Now();
+    ++status_.errors;
   }
   // Not ToString(), which prints the payload's bytes.
   const std::string text = client::DescribeStatus(status);

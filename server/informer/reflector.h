@@ -114,8 +114,9 @@ absl::string_view ReflectorStateName(ReflectorState state);
 struct ReflectorStatus {
   ReflectorState state = ReflectorState::kIdle;
   std::string last_sync_resource_version;
-  // The last error (OK if none yet) and when it happened.
+  // The last error (OK if none yet) and when it happened; errors recorded so far.
   absl::Status last_error;
+  uint64_t errors = 0;
   absl::Time last_error_time = absl::InfinitePast();
   // In kBackingOff: when the wait ends.
   absl::Time backoff_until = absl::InfinitePast();

@@ -155,9 +155,10 @@ void SharedInformer::Stop() {
     MutexLock lock(&distribute_mu_);
     listener_metrics_.clear();
     const Labels labels = {{"informer", name_}};
-    for (absl::string_view family : {"informer_objects", "informer_object_bytes",
-                                     "informer_fifo_items", "informer_synced",
-                                     "informer_handler_pending", "informer_handler_overflows_total"}) {
+    for (absl::string_view family :
+         {"informer_objects", "informer_object_bytes", "informer_fifo_items", "informer_synced",
+          "informer_handler_pending", "informer_handler_overflows_total", "informer_events_total",
+          "informer_reflector_errors_total", "informer_lists_total", "informer_watches_total"}) {
       metrics_->RemoveSeries(family, labels);
     }
   }
@@ -388,7 +389,24 @@ void SharedInformer::UpdateMetrics() {
       ->Set(static_cast<double>(fifo_->Len()));
   metrics_->GetGauge("informer_synced", "1 once the informer has synced.", labels)
       ->Set(HasSynced() ? 1 : 0);
+  const ReflectorStatus status = reflector_->status();
   MutexLock lock(&distribute_mu_);
+  // The reflector counts for the informer's life; its counters get what came since last time.
+  const auto report = [&](absl::string_view name, absl::string_view help, uint64_t now,
+                          uint64_t& reported) {
+    Counter* counter = metrics_->GetCounter(name, help, labels);
+    if (now > reported) counter->Inc(static_cast<double>(now - reported));
+    reported = std::max(reported, now);
+  };
+  report("informer_events_total", "Watch events the reflector received (bookmarks excluded).",
+         status.events, reflector_reported_.events);
+  report("informer_reflector_errors_total",
+         "Errors listing or watching (each retried with backoff; Admin shows the last).",
+         status.errors, reflector_reported_.errors);
+  report("informer_lists_total", "List requests the reflector made.", status.list_requests,
+         reflector_reported_.lists);
+  report("informer_watches_total", "Watches the reflector started.", status.watches_started,
+         reflector_reported_.watches);
   for (size_t i = 0; i < listeners_.size(); ++i) {
     ListenerMetrics& m = listener_metrics_[i];
     if (m.pending != nullptr) m.pending->Set(static_cast<double>(listeners_[i]->pending()));

@@ -196,6 +196,14 @@ class SharedInformer : public ProcessorListener::OverflowResolver {
   mutable Mutex distribute_mu_;
   std::vector<std::shared_ptr<ProcessorListener>> listeners_ ABSL_GUARDED_BY(distribute_mu_);
   std::vector<ListenerMetrics> listener_metrics_ ABSL_GUARDED_BY(distribute_mu_);
+  // The reflector's counters as last added to informer_*_total.
+  struct ReflectorCounters {
+    uint64_t events = 0;
+    uint64_t errors = 0;
+    uint64_t lists = 0;
+    uint64_t watches = 0;
+  };
+  ReflectorCounters reflector_reported_ ABSL_GUARDED_BY(distribute_mu_);
   bool started_ ABSL_GUARDED_BY(distribute_mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(distribute_mu_) = false;
   int handlers_named_ ABSL_GUARDED_BY(distribute_mu_) = 0;

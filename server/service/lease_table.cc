@@ -222,6 +222,7 @@ LeaseTable::LeaseTable(std::shared_ptr<workqueue::RateLimitingQueue> queue, Opti
     : queue_name_(std::move(options.queue_name)),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()),
       expirations_(options.expirations),
+      workers_gauge_(options.workers),
       queue_(std::move(queue)),
       lease_timeout_(options.lease_timeout) {
   // spdlog's registry is a lazily built singleton inside a library ThreadSanitizer cannot see
@@ -248,6 +249,7 @@ absl::StatusOr<std::unique_ptr<Worker>> LeaseTable::Attach(WorkerOptions options
   std::unique_ptr<Worker> worker(
       new Worker(this, std::move(id), std::move(options), std::move(sink)));
   workers_.push_back(worker.get());
+  if (workers_gauge_ != nullptr) workers_gauge_->Set(static_cast<double>(workers_.size()));
   return worker;
 }
 
@@ -322,6 +324,7 @@ void LeaseTable::DetachLocked(Worker* worker) {
   for (auto& [key, held] : worker->held_) EndLeaseLocked(key, held, /*requeue=*/true);
   worker->held_.clear();
   workers_.erase(std::find(workers_.begin(), workers_.end(), worker));
+  if (workers_gauge_ != nullptr) workers_gauge_->Set(static_cast<double>(workers_.size()));
 }
 
 size_t LeaseTable::AwaitCredit() {

@@ -153,6 +153,8 @@ class LeaseTable {
     absl::Duration lease_timeout = absl::ZeroDuration();
     // informerd_work_lease_expirations_total{name}; nullptr: not counted.
     Counter* expirations = nullptr;
+    // informerd_queue_workers{name}, set to the attached workers; nullptr: not reported.
+    Gauge* workers = nullptr;
   };
   // A batch of leases for one worker's sink.
   struct Delivery {
@@ -217,6 +219,7 @@ class LeaseTable {
   const std::string queue_name_;
   Clock* const clock_;
   Counter* const expirations_;
+  Gauge* const workers_gauge_;
   const std::shared_ptr<workqueue::RateLimitingQueue> queue_;
   std::atomic<uint64_t> next_stream_{1};
   std::atomic<uint64_t> expired_{0};

@@ -35,20 +35,20 @@ uint64_t NowNanos() { return static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()
 // ---- NamedQueue ----
 
 NamedQueue::NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-                       Clock* clock, std::shared_ptr<Counter> expirations, uint64_t epoch,
-                       const LeaderGate* gate)
+                       Clock* clock, Series series, uint64_t epoch, const LeaderGate* gate)
     : name_(spec.name()),
       clock_(clock),
       epoch_(epoch),
       gate_(gate),
       queue_(queue),
       adds_(std::make_shared<std::atomic<uint64_t>>(0)),
-      expirations_(std::move(expirations)),
+      series_(std::move(series)),
       leases_(std::move(queue),
               {.queue_name = spec.name(),
                .clock = clock,
                .lease_timeout = absl::Milliseconds(spec.lease_timeout_ms()),
-               .expirations = expirations_.get()}),
+               .expirations = series_.expirations.get(),
+               .workers = series_.workers.get()}),
       spec_(std::move(spec)) {}
 
 NamedQueue::~NamedQueue() { Close(absl::CancelledError(absl::StrCat("queue ", name(), " closed"))); }
@@ -310,16 +310,19 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
                                                      .first_token = epoch_},
                                                     std::move(built.limiter));
   if (!queue.ok()) return queue.status();
-  std::shared_ptr<Counter> expirations;
+  NamedQueue::Series series;
   if (options_.metrics != nullptr) {
-    expirations = options_.metrics->SharedCounter(
+    const Labels labels = {{"name", built.spec.name()}};
+    series.expirations = options_.metrics->SharedCounter(
         "informerd_work_lease_expirations_total",
         "Leases that expired without an outcome or heartbeat (the key was handed out again)",
-        {{"name", built.spec.name()}});
+        labels);
+    series.workers = options_.metrics->SharedGauge(
+        "informerd_queue_workers", "Work streams on the queue (draining ones included).", labels);
   }
   std::shared_ptr<NamedQueue> named(
       new NamedQueue(built.spec, std::shared_ptr<workqueue::RateLimitingQueue>(std::move(*queue)),
-                     clock_, std::move(expirations), epoch_, options_.gate));
+                     clock_, std::move(series), epoch_, options_.gate));
   auto bindings = Bind(built, named.get(), /*running=*/nullptr);
   if (!bindings.ok()) {
     named->Close(bindings.status());
@@ -502,8 +505,10 @@ void QueueRegistry::EndTerm(const absl::Status& status) {
 void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {
   if (options_.metrics == nullptr) return;
   metrics_provider_->RemoveQueue(name);
-  options_.metrics->RemoveSeries("informerd_work_lease_expirations_total",
-                                 {{"name", std::string(name)}});
+  for (absl::string_view family : {"informerd_work_lease_expirations_total",
+                                   "informerd_queue_workers"}) {
+    options_.metrics->RemoveSeries(family, {{"name", std::string(name)}});
+  }
 }
 
 std::vector<std::shared_ptr<NamedQueue>> QueueRegistry::List() const {

@@ -151,9 +151,16 @@ class NamedQueue {
   friend class QueueRegistry;
   using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
+  // The queue's own /metrics series (besides workqueue_*), shared so that they outlive their
+  // removal from /metrics while a stream still holds the queue; null without metrics.
+  struct Series {
+    // informerd_work_lease_expirations_total{name}
+    std::shared_ptr<Counter> expirations;
+    // informerd_queue_workers{name}
+    std::shared_ptr<Gauge> workers;
+  };
   NamedQueue(v1::QueueSpec spec, std::shared_ptr<workqueue::RateLimitingQueue> queue,
-             Clock* clock, std::shared_ptr<Counter> expirations, uint64_t epoch,
-             const LeaderGate* gate);
+             Clock* clock, Series series, uint64_t epoch, const LeaderGate* gate);
   // Starts the dispatcher thread and the resync timer; takes the bindings.
   void Start(Bindings bindings);
   // Applies a new spec (already validated, its limiter and bindings built; a nullptr binding
@@ -177,9 +184,8 @@ class NamedQueue {
   std::atomic<uint64_t> retries_{0};
   std::atomic<int64_t> last_used_unix_ns_{0};
   std::atomic<bool> pinned_{false};
-  // informerd_work_lease_expirations_total{name}; shared so that it outlives its removal from
-  // /metrics while a stream still holds the queue. Declared before leases_, which counts into it.
-  const std::shared_ptr<Counter> expirations_;
+  // Declared before leases_, which counts into them.
+  const Series series_;
   LeaseTable leases_;
 
   mutable Mutex mu_;

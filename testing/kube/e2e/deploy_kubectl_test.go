@@ -31,8 +31,9 @@ func kubectlName(m manifest) string {
 // TestDeployKubectl installs deploy/ the way its README says, with the real
 // kubectl against the real kube-apiserver: the CRD for real (waiting until it
 // is Established), the Namespaces for real, then `kubectl apply
-// --dry-run=server -f deploy/ -R`, which must create every object (server dry
-// run) and print nothing on stderr. A Queue object must then be accepted, and
+// --dry-run=server -R -f deploy/<dir>` for every directory of Kubernetes
+// objects (manifestDirs), which must create every object (server dry run) and
+// print nothing on stderr. A Queue object must then be accepted, and
 // broken manifests must fail naming the field.
 func TestDeployKubectl(t *testing.T) {
 	if testing.Short() {
@@ -112,12 +113,16 @@ func TestDeployKubectl(t *testing.T) {
 
 	// 3. Everything, with server-side dry run (kubectl validates fields
 	// strictly by default).
-	out, errOut, code := run("apply", "--dry-run=server", "-f", deployDir, "-R")
+	applyArgs := []string{"apply", "--dry-run=server", "-R"}
+	for _, dir := range manifestDirs(t, deployDir) {
+		applyArgs = append(applyArgs, "-f", dir)
+	}
+	out, errOut, code := run(applyArgs...)
 	if code != 0 {
-		t.Fatalf("kubectl apply --dry-run=server -f deploy/ -R: exit %d\n%s", code, errOut)
+		t.Fatalf("kubectl %s: exit %d\n%s", strings.Join(applyArgs, " "), code, errOut)
 	}
 	if errOut != "" {
-		t.Errorf("kubectl apply --dry-run=server -f deploy/ -R wrote to stderr:\n%s", errOut)
+		t.Errorf("kubectl %s wrote to stderr:\n%s", strings.Join(applyArgs, " "), errOut)
 	}
 	var want []string
 	for _, m := range ms {
@@ -131,7 +136,7 @@ func TestDeployKubectl(t *testing.T) {
 	sort.Strings(want)
 	sort.Strings(got)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("kubectl apply --dry-run=server -f deploy/ -R printed\n%s\nwant (in any order)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		t.Errorf("kubectl %s printed\n%s\nwant (in any order)\n%s", strings.Join(applyArgs, " "), strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
 	// 4. The CRD serves Queue objects as informerd writes them.

@@ -32,6 +32,18 @@ async def test_unknown_queue_fails_at_start(informerd_client: informerd.Client) 
         WorkStream(informerd_client, "q", max_in_flight=0)
 
 
+async def test_a_stream_starts_once(informerd_client: informerd.Client) -> None:
+    await informerd_client.queues.create(queue_spec("w-once"))
+    async with WorkStream(informerd_client, "w-once", max_in_flight=1) as stream:
+        with pytest.raises(informerd.FailedPrecondition) as e:
+            await stream.start()
+        assert e.value.reason == "ALREADY_STARTED"
+        info = next(
+            d for d in await informerd_client.admin.queues() if d.queue.spec.name == "w-once"
+        )
+        assert len(info.workers) == 1
+
+
 async def test_leases_are_answered_in_one_message_per_tick(
     informerd_client: informerd.Client,
 ) -> None:

@@ -192,7 +192,15 @@ class WorkStream:
     async def start(self, timeout_s: float | None = None) -> work_pb2.Started:
         """Opens the stream (on the replica set's leader) and waits for ``Started`` within
         ``timeout_s`` in all (default: the client's deadline). Raises the daemon's error (e.g.
-        NotFound for an unknown queue)."""
+        NotFound for an unknown queue). A stream starts once (``async with`` starts it): a second
+        call raises :class:`informerd.FailedPrecondition` (reason ALREADY_STARTED) instead of
+        opening another stream that would hold keys nobody reads."""
+        if self.started is not None:
+            raise FailedPrecondition(
+                f"Work stream on {self.queue} is already started (async with starts it; a "
+                "stream never restarts: open a new one)",
+                reason="ALREADY_STARTED",
+            )
         timeout = timeout_s if timeout_s is not None else self._client.options.timeout_s
         started = await self._client.on_leader(self._start_on, timeout)
         if self.lease_timeout_s is not None:

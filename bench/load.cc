@@ -542,6 +542,7 @@ class Load {
 
   absl::Status Setup() {
     if (!o_.apiserver.empty()) {
+      if (absl::Status s = EnsureNamespace(); !s.ok()) return s;
       if (absl::Status s = o_.churn ? SeedObjects() : CreateObjects(); !s.ok()) return s;
     }
     const int64_t sync_start = NowNs();
@@ -637,6 +638,27 @@ class Load {
     const size_t begin = end;
     while (end < json.size() && json[end] >= '0' && json[end] <= '9') ++end;
     return json.substr(begin, end - begin);
+  }
+
+  // --apiserver: creates --namespace unless it exists (its objects' POSTs would get 404).
+  absl::Status EnsureNamespace() {
+    httplib::Client http(o_.apiserver);
+    http.set_connection_timeout(5);
+    const std::string body = absl::StrCat(
+        R"({"apiVersion":"v1","kind":"Namespace","metadata":{"name":")", o_.namespace_, R"("}})");
+    auto res = http.Post("/api/v1/namespaces", body, "application/json");
+    if (!res) {
+      return absl::UnavailableError(absl::StrCat("--apiserver: POST /api/v1/namespaces: ",
+                                                 httplib::to_string(res.error())));
+    }
+    if (res->status != 201 && res->status != 200 && res->status != 409) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--apiserver: namespace ", o_.namespace_, " could not be created (HTTP ", res->status,
+          ": ", res->body.substr(0, 200), "); create it first, e.g. kubectl create namespace ",
+          o_.namespace_));
+    }
+    if (res->status != 409) std::fprintf(stderr, "load: created namespace %s\n", o_.namespace_.c_str());
+    return absl::OkStatus();
   }
 
   absl::Status CreateObjects() {

@@ -145,11 +145,12 @@ HealthStatus::ServingStatus HealthOf(const std::shared_ptr<grpc::Channel>& chann
 // Meanwhile the status page's JSON already shows the informer, unsynced.
 TEST(DaemonTest, HealthPerServiceAndReadyzFollowTheConfiguredInformersSync) {
   ASSERT_TRUE(Seed("daemon-unready", 2).ok());
-  // The informer's first list (or streaming list) is answered 10 s late.
+  // The informer's first list (or streaming list) is answered 20 s late (room for a slow start
+  // under the sanitizers before the checks below).
   ASSERT_TRUE(ApiServer()
                   ->Control("POST", "/_fake/faults",
                             R"({"type":"stall","resource":"configmaps",)"
-                            R"("namespace":"daemon-unready","durationMs":10000})")
+                            R"("namespace":"daemon-unready","durationMs":20000})")
                   .ok());
   const std::string config = WriteConfig(
       "unready", absl::StrCat(ClusterConfig(), R"(
@@ -177,7 +178,7 @@ informers:
 
   ASSERT_TRUE(Eventually([&] { return HealthOf(d->channel, "informerd.v1.Queues") ==
                                       HealthStatus::SERVING; },
-                         absl::Seconds(40)));
+                         absl::Seconds(60)));
   HttpGet(d->metrics, "/readyz", &status);
   EXPECT_EQ(status, 200);
   EXPECT_EQ(HealthOf(d->channel, "informerd.v1.Admin"), HealthStatus::SERVING);

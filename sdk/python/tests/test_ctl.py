@@ -252,17 +252,22 @@ async def test_top_prints_frames_with_rates(
         informerd_daemon.target,
         "top",
         "--interval",
-        "500ms",
+        "1s",
         "--iterations",
         "3",
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
-    await asyncio.sleep(0.7)
+    assert proc.stdout is not None
+    # The first frame (its informer table ends with a blank line), then two adds: the next two
+    # frames count them.
+    first_frame: list[str] = []
+    while not (any(line.startswith("INFORMER") for line in first_frame) and first_frame[-1] == ""):
+        first_frame.append((await asyncio.wait_for(proc.stdout.readline(), 30)).decode().rstrip())
     await informerd_client.queues.add("ctl-top-q", ["y", "z"])
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     assert proc.returncode == 0, err
-    frames = out.decode().split("informerctl top")[1:]
+    frames = ("\n".join(first_frame) + "\n" + out.decode()).split("informerctl top")[1:]
     assert len(frames) == 3
     first = rows(frames[0])
     header = next(r for r in first if r[0] == "QUEUE")

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "base/log.h"
 #include "client/read_file.h"
 #include "google/protobuf/util/json_util.h"
 #include "server/ha/timings.h"
@@ -445,7 +446,8 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
   if (absl::Status s = CheckKeys(root, origin, "",
                                  {"listen", "metricsListen", "tls", "shutdownGracePeriod", "idleTimeout",
                                   "limits", "keepalive", "clusters", "informers", "queues",
-                                  "logLevel", "insecureAllowUnauthenticated", "authentication",
+                                  "logLevel", "logFormat", "insecureAllowUnauthenticated",
+                                  "authentication",
                                   "authorization", "callerLimits", "leaderElection"});
       !s.ok()) {
     return s;
@@ -469,6 +471,11 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
     absl::StatusOr<std::string> v = String(root["logLevel"], origin, "logLevel");
     if (!v.ok()) return v.status();
     config->log_level = *v;
+  }
+  if (root["logFormat"]) {
+    absl::StatusOr<std::string> v = String(root["logFormat"], origin, "logFormat");
+    if (!v.ok()) return v.status();
+    config->log_format = *v;
   }
   if (const YAML::Node& tls = root["tls"]) {
     if (absl::Status s = CheckKeys(tls, origin, "tls", {"cert", "key", "clientCa"}); !s.ok()) {
@@ -565,6 +572,9 @@ absl::Status Validate(DaemonConfig* config, absl::string_view origin) {
   if (!kLevels.count(config->log_level)) {
     return Bad(origin, "logLevel", "must be one of trace, debug, info, warn, error");
   }
+  if (absl::StatusOr<LogFormat> f = ParseLogFormat(config->log_format); !f.ok()) {
+    return Bad(origin, "logFormat", f.status().message());
+  }
   if (config->listen.empty()) config->listen.push_back("127.0.0.1:7470");
   for (size_t i = 0; i < config->listen.size(); ++i) {
     const std::string& a = config->listen[i];
@@ -624,6 +634,8 @@ std::string FlagsUsage() {
   --idle-timeout=DUR       free informers and queues created over the API after this long with
                            no user (default 10m; 0: never)
   --log-level=LEVEL        trace, debug, info, warn, error (default info)
+  --log-format=FORMAT      text (default) or json: one object per line, with queue, key, token
+                           and informer fields
   --insecure-allow-unauthenticated
                            serve every call with no authentication or authorization, TCP
                            without TLS allowed: local development only
@@ -645,7 +657,7 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
                                                  "insecure-allow-unauthenticated", "leader-elect"};
   static const std::set<std::string> kKnown = {
       "config",   "listen",   "metrics-listen", "kubeconfig",    "context",        "in-cluster",
-      "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "help",
+      "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "log-format", "help",
       "idle-timeout", "insecure-allow-unauthenticated", "leader-elect",
       "leader-elect-resource-namespace", "leader-elect-resource-name", "leader-elect-identity",
       "advertise-address", "leader-elect-lease-duration", "leader-elect-renew-deadline",
@@ -719,6 +731,8 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& arg
       config.idle_timeout = *d;
     } else if (name == "log-level") {
       config.log_level = value;
+    } else if (name == "log-format") {
+      config.log_format = value;
     } else if (name == "insecure-allow-unauthenticated") {
       if (value != "true" && value != "false") {
         return absl::InvalidArgumentError(

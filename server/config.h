@@ -129,6 +129,9 @@ struct DaemonConfig {
   std::vector<v1::QueueSpec> queues;
   // "trace", "debug", "info", "warn", "error".
   std::string log_level = "info";
+  // "text" (people) or "json" (one object per line, with queue, key, token and informer fields:
+  // base/log.h).
+  std::string log_format = "text";
   // Authentication, authorization and per-caller limits (server/auth).
   auth::GuardOptions auth;
   LeaderElectionConfig leader_election;
@@ -143,7 +146,8 @@ absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
 //   --config=PATH (read first, then the other flags apply over it)  --listen=ADDR (repeatable;
 //   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
 //   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
-//   --idle-timeout=DURATION  --log-level=LEVEL  --insecure-allow-unauthenticated
+//   --idle-timeout=DURATION  --log-level=LEVEL  --log-format=text|json
+//   --insecure-allow-unauthenticated
 //   --leader-elect  --leader-elect-resource-namespace/-name=NAME  --leader-elect-identity=ID
 //   --advertise-address=HOST:PORT  --leader-elect-lease-duration/-renew-deadline/-retry-period=DUR
 // --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".

@@ -121,6 +121,7 @@ TEST(ConfigTest, MistakesAreNamed) {
               HasSubstr("queues[0]"));
   EXPECT_THAT(Error("tls: {cert: a.pem}").message(), HasSubstr("tls: cert and key go together"));
   EXPECT_THAT(Error("logLevel: loud").message(), HasSubstr("logLevel: must be one of"));
+  EXPECT_THAT(Error("logFormat: xml").message(), HasSubstr("logFormat: \"xml\" is not text or json"));
   EXPECT_THAT(Error("listen: [a").message(), HasSubstr("c.yaml:"));  // YAML syntax, with a place
   EXPECT_THAT(Error("- just\n- a list").message(), HasSubstr("must be a mapping"));
   EXPECT_TRUE(absl::IsInvalidArgument(Error("informers: 3")));
@@ -199,7 +200,7 @@ TEST(ConfigTest, FlagsApplyOverTheFile) {
   bool help = false;
   absl::StatusOr<DaemonConfig> c = ConfigFromFlags(
       {"--config", path, "--listen=127.0.0.1:2", "--listen", "unix:///tmp/s", "--kubeconfig=/b",
-       "--context=ctx", "--shutdown-grace=5s", "--metrics-listen="},
+       "--context=ctx", "--shutdown-grace=5s", "--metrics-listen=", "--log-format=json"},
       &help);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_FALSE(help);
@@ -210,6 +211,7 @@ TEST(ConfigTest, FlagsApplyOverTheFile) {
   EXPECT_EQ(c->clusters[0].context, "ctx");
   EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(5));
   EXPECT_EQ(c->metrics_listen, "");
+  EXPECT_EQ(c->log_format, "json");
 }
 
 TEST(ConfigTest, BadFlagsAreNamed) {
@@ -220,6 +222,8 @@ TEST(ConfigTest, BadFlagsAreNamed) {
               HasSubstr("--listen needs a value"));
   EXPECT_THAT(ConfigFromFlags({"--shutdown-grace=later"}, &help).status().message(),
               HasSubstr("--shutdown-grace"));
+  EXPECT_THAT(ConfigFromFlags({"--log-format=xml"}, &help).status().message(),
+              HasSubstr("\"xml\" is not text or json"));
   EXPECT_THAT(ConfigFromFlags({"--in-cluster", "--kubeconfig=/x"}, &help).status().message(),
               HasSubstr("cannot be combined"));
   EXPECT_THAT(ConfigFromFlags({"stray"}, &help).status().message(),

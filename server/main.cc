@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "client/api_error.h"
 #include "server/config.h"
 #include "server/daemon.h"
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   // Logs go to stderr; stdout carries only the address lines scripts read.
   spdlog::set_default_logger(spdlog::stderr_color_mt("informerd"));
   spdlog::set_level(spdlog::level::from_str(config->log_level));
+  informerd::SetLogFormat(*informerd::ParseLogFormat(config->log_format));  // validated
 
   // Signals are taken by sigwait below, not by whichever thread they hit.
   sigset_t signals;

@@ -1,3 +1,5 @@
+#include "base/log.h"
+#include "client/api_error.h"
 #include "server/ha/replica.h"
 
 #include <utility>
@@ -96,8 +98,9 @@ void Replica::Restore(uint64_t seq, const Term& term) {
     if (q.ok()) {
       (*q)->Pin();
     } else {
-      spdlog::error("leader: the config's queue {} could not be created: {}", spec.name(),
-                    q.status().ToString());
+      LogWithFields(spdlog::level::err,
+                    {{"queue", spec.name()}, {"error", client::DescribeStatus(q.status())}},
+                    "leader: the config's queue could not be created");
     }
   }
   if (store_ != nullptr) {
@@ -107,31 +110,36 @@ void Replica::Restore(uint64_t seq, const Term& term) {
       if (!stored.ok()) {
         spdlog::warn("leader: listing the stored queues failed (attempt {}); Queues and Work wait "
                      "until they are restored: {}",
-                     attempt + 1, stored.status().ToString());
+                     attempt + 1, client::DescribeStatus(stored.status()));
         absl::SleepFor(absl::Seconds(1));
         continue;
       }
       for (StoredQueue& s : *stored) {
         if (!s.spec.ok()) {
-          spdlog::error("leader: stored queue {} skipped: {}", s.name, s.spec.status().ToString());
+          LogWithFields(spdlog::level::err,
+                        {{"queue", s.name}, {"error", client::DescribeStatus(s.spec.status())}},
+                        "leader: stored queue skipped");
           continue;
         }
         if (!s.informers.ok()) {
-          spdlog::error("leader: stored queue {}: its informers are not restored: {}", s.name,
-                        s.informers.status().ToString());
+          LogWithFields(spdlog::level::err,
+                        {{"queue", s.name}, {"error", client::DescribeStatus(s.informers.status())}},
+                        "leader: stored queue's informers are not restored");
         } else if (options_.ensure_informer != nullptr) {
           for (const v1::InformerSpec& informer : *s.informers) {
             if (absl::Status e = options_.ensure_informer(informer); !e.ok()) {
-              spdlog::error("leader: stored queue {}: ensuring its informer failed: {}", s.name,
-                            e.ToString());
+              LogWithFields(spdlog::level::err,
+                            {{"queue", s.name}, {"error", client::DescribeStatus(e)}},
+                            "leader: ensuring a stored queue's informer failed");
             }
           }
         }
         absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
             queues_->Create(*s.spec, service::Persist::kNo);
         if (!q.ok()) {
-          spdlog::error("leader: stored queue {} could not be created: {}", s.name,
-                        q.status().ToString());
+          LogWithFields(spdlog::level::err,
+                        {{"queue", s.name}, {"error", client::DescribeStatus(q.status())}},
+                        "leader: stored queue could not be created");
         }
       }
       break;

@@ -1,3 +1,4 @@
+#include "base/log.h"
 #include "server/informer/reflector.h"
 
 #include <utility>
@@ -149,11 +150,8 @@ void Reflector::RecordError(const absl::Status& status) {
   }
   // Not ToString(), which prints the payload's bytes.
   const std::string text = client::DescribeStatus(status);
-  if (client::IsExpired(status)) {
-    spdlog::info("reflector {}: {}", options_.name, text);
-  } else {
-    spdlog::warn("reflector {}: {}", options_.name, text);
-  }
+  LogWithFields(client::IsExpired(status) ? spdlog::level::info : spdlog::level::warn,
+                {{"informer", options_.name}}, "reflector: {}", text);
 }
 
 // ---- the cycle ----
@@ -482,8 +480,11 @@ ObjectPtr Reflector::TransformOnly(ObjectPtr object) const {
   if (options_.transform == nullptr) return object;
   absl::StatusOr<ObjectPtr> transformed = options_.transform->Apply(object);
   if (!transformed.ok()) {
-    spdlog::warn("reflector {}: transform of {} failed, storing it as received: {}", options_.name,
-                 std::string(object->key()), transformed.status().ToString());
+    LogWithFields(spdlog::level::warn,
+                  {{"informer", options_.name},
+                   {"key", object->key()},
+                   {"error", client::DescribeStatus(transformed.status())}},
+                  "transform failed, storing the object as received");
     return object;
   }
   return *std::move(transformed);
@@ -550,10 +551,10 @@ void Reflector::ApplyEventLocked(client::WatchEvent& event) {
   }
   if (!options_.expected_kind.empty() && event.object->kind() != options_.expected_kind) {
     ++status_.wrong_kind_dropped;
-    spdlog::warn("reflector {}: dropped a {} event for {} of kind {} (expected {})", options_.name,
-                 std::string(client::WatchEventTypeName(event.type)),
-                 std::string(event.object->key()), std::string(event.object->kind()),
-                 options_.expected_kind);
+    LogWithFields(spdlog::level::warn, {{"informer", options_.name}, {"key", event.object->key()}},
+                  "reflector: dropped a {} event of kind {} (expected {})",
+                  std::string(client::WatchEventTypeName(event.type)),
+                  std::string(event.object->kind()), options_.expected_kind);
     return;
   }
   if (initial_events_ == InitialEvents::kArriving) {

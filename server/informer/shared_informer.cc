@@ -1,3 +1,5 @@
+#include "base/log.h"
+#include "client/api_error.h"
 #include "server/informer/shared_informer.h"
 
 #include <algorithm>
@@ -281,8 +283,11 @@ absl::Status SharedInformer::Process(Deltas& deltas, const PopContext& context) 
       if (transformed.ok()) {
         delta.object = *std::move(transformed);
       } else {
-        spdlog::warn("informer {}: transform of {} failed, storing it as received: {}", name_,
-                     std::string(delta.object->key()), transformed.status().ToString());
+        LogWithFields(spdlog::level::warn,
+                      {{"informer", name_},
+                       {"key", delta.object->key()},
+                       {"error", client::DescribeStatus(transformed.status())}},
+                      "transform failed, storing the object as received");
       }
     }
   }

@@ -1,3 +1,5 @@
+#include "base/log.h"
+#include "client/api_error.h"
 #include "server/informer/thread_safe_store.h"
 
 #include <algorithm>
@@ -46,8 +48,9 @@ ObjectPtr ThreadSafeStore::Unpack(const Stored& stored) {
   absl::StatusOr<ObjectPtr> object =
       json.ok() ? client::Object::Parse(*json) : absl::StatusOr<ObjectPtr>(json.status());
   if (!object.ok()) {
-    spdlog::error("store: cannot decompress {}: {}", std::string(stored.object->key()),
-                  object.status().ToString());
+    LogWithFields(spdlog::level::err,
+                  {{"key", stored.object->key()}, {"error", client::DescribeStatus(object.status())}},
+                  "store: cannot decompress an object");
     return nullptr;
   }
   return *std::move(object);
@@ -116,7 +119,8 @@ void ThreadSafeStore::MaybeTrain(bool drained) {
   if (trained.ok()) {
     dictionary = *std::move(trained);
   } else {
-    spdlog::warn("store: compressing without a dictionary: {}", trained.status().ToString());
+    spdlog::warn("store: compressing without a dictionary: {}",
+                 client::DescribeStatus(trained.status()));
   }
   {
     MutexLock lock(&mu_);

@@ -1,3 +1,4 @@
+#include "base/log.h"
 #include "server/service/idle_reaper.h"
 
 #include <algorithm>
@@ -48,7 +49,8 @@ IdleReaper::Freed IdleReaper::Sweep() {
   for (const std::string& name : idle) {
     if (queues_->FreeIfUnused(name, cutoff)) {
       ++freed.queues;
-      spdlog::info("queue {} freed: unused for {}", name, absl::FormatDuration(idle_timeout_));
+      LogWithFields(spdlog::level::info, {{"queue", name}}, "queue freed: unused for {}",
+                    absl::FormatDuration(idle_timeout_));
     }
   }
   // The informers the remaining queues' sources name (an index source holds its informer weakly,
@@ -75,7 +77,8 @@ IdleReaper::Freed IdleReaper::Sweep() {
     if (named.contains(id)) continue;
     if (informers_->FreeIfUnused(id, cutoff)) {
       ++freed.informers;
-      spdlog::info("informer {} freed: unused for {}", id, absl::FormatDuration(idle_timeout_));
+      LogWithFields(spdlog::level::info, {{"informer", id}}, "informer freed: unused for {}",
+                    absl::FormatDuration(idle_timeout_));
     }
   }
   return freed;

@@ -1,3 +1,4 @@
+#include "base/log.h"
 #include "server/service/lease_table.h"
 
 #include <algorithm>
@@ -147,9 +148,13 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
   if (close_sink != nullptr) close_sink->Close(absl::OkStatus());
   // The worker's reason for a failed reconcile, as controller-runtime logs "Reconciler error".
   for (const v1::Outcome* o : failures) {
-    spdlog::warn("queue {} worker {}: key \"{}\" (token {}) failed: {}", table_->queue_name_,
-                 stream_id_, absl::CEscape(o->key()), o->token(),
-                 absl::CEscape(absl::string_view(o->error()).substr(0, 1024)));
+    LogWithFields(spdlog::level::warn,
+                  {{"queue", table_->queue_name_},
+                   {"worker", stream_id_},
+                   {"key", o->key()},
+                   {"token", o->token()},
+                   {"error", absl::string_view(o->error()).substr(0, 1024)}},
+                  "reconcile failed");
   }
   return refusals;
 }

@@ -1,3 +1,5 @@
+#include "base/log.h"
+#include "client/api_error.h"
 #include "server/service/queue_registry.h"
 
 #include <algorithm>
@@ -460,9 +462,9 @@ bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
                               absl::FormatTime(q->last_used())),
                  {{"queue", name}}));
   if (absl::Status s = Unsave(name); !s.ok()) {
-    spdlog::warn("queue {} was freed but its stored spec could not be removed (the next leader "
-                 "will create it again): {}",
-                 std::string(name), s.ToString());
+    LogWithFields(spdlog::level::warn, {{"queue", name}, {"error", client::DescribeStatus(s)}},
+                  "queue freed, but its stored spec could not be removed (the next leader will "
+                  "create it again)");
   }
   return true;
 }

@@ -1,0 +1,71 @@
+#include "base/log.h"
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "simdjson.h"
+#include "spdlog/sinks/ostream_sink.h"
+
+namespace informerd {
+namespace {
+
+using ::testing::HasSubstr;
+
+// A logger writing to a string, with the process's format at the time it is made.
+struct Captured {
+  std::ostringstream out;
+  std::shared_ptr<spdlog::logger> logger;
+  Captured() {
+    logger = std::make_shared<spdlog::logger>(
+        "informerd", std::make_shared<spdlog::sinks::ostream_sink_st>(out));
+  }
+};
+
+TEST(LogTest, ParseLogFormatNamesWhatItRefuses) {
+  EXPECT_EQ(*ParseLogFormat("text"), LogFormat::kText);
+  EXPECT_EQ(*ParseLogFormat("json"), LogFormat::kJson);
+  EXPECT_THAT(ParseLogFormat("yaml").status().message(), HasSubstr("\"yaml\" is not text or json"));
+}
+
+// Both formats in one test: the format is process-wide.
+TEST(LogTest, TextAppendsFieldsAndJsonMakesThemMembers) {
+  // Text: key=value after the message, quoted when needed.
+  EXPECT_EQ(WithFields("reconcile failed: boom", {{"queue", "pods"}, {"key", "demo/web"},
+                                                 {"token", uint64_t{42}}, {"error", "a \"b\""}}),
+            R"(reconcile failed: boom queue=pods key=demo/web token=42 error="a \"b\"")");
+
+  SetLogFormat(LogFormat::kJson);
+  Captured c;
+  c.logger->set_formatter(std::make_unique<JsonLogFormatter>());
+  c.logger->warn("{}", WithFields("failed: \"quoted\"\nline",
+                                  {{"queue", "pods"}, {"token", 7}, {"msg", "shadow"}}));
+  c.logger->info("no fields");
+  const std::string text = c.out.str();
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  ASSERT_EQ(lines.size(), 2u) << text;
+
+  simdjson::dom::parser parser;
+  simdjson::dom::element first;
+  ASSERT_EQ(parser.parse(lines[0]).get(first), simdjson::SUCCESS) << lines[0];
+  EXPECT_EQ(std::string_view(first["level"]), "warning");
+  EXPECT_EQ(std::string_view(first["logger"]), "informerd");
+  EXPECT_EQ(std::string_view(first["msg"]), "failed: \"quoted\"\nline");
+  EXPECT_EQ(std::string_view(first["queue"]), "pods");
+  EXPECT_EQ(std::string_view(first["token"]), "7");
+  EXPECT_EQ(std::string_view(first["field_msg"]), "shadow");
+  const std::string_view time = first["time"];
+  EXPECT_EQ(time.size(), 24u) << time;  // 2026-12-02T20:28:18.309Z
+  EXPECT_EQ(time.back(), 'Z');
+
+  simdjson::dom::element second;
+  ASSERT_EQ(parser.parse(lines[1]).get(second), simdjson::SUCCESS) << lines[1];
+  EXPECT_EQ(std::string_view(second["msg"]), "no fields");
+  EXPECT_EQ(std::string_view(second["level"]), "info");
+}
+
+}  // namespace
+}  // namespace informerd

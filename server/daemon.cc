@@ -357,11 +357,12 @@ absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
 }
 
 void Daemon::CheckReadiness() {
-  {
-    MutexLock lock(&mu_);
-    if (shutting_down_) return;
-  }
-  if (!UnsyncedInformers().empty()) {
+  const bool ready = UnsyncedInformers().empty();
+  // Under mu_: Shutdown sets shutting_down_ under it before it destroys the timer and turns
+  // health NOT_SERVING, so nothing here re-arms a timer being destroyed or undoes that.
+  MutexLock lock(&mu_);
+  if (shutting_down_) return;
+  if (!ready) {
     readiness_timer_->ArmAt(absl::Now() + absl::Milliseconds(100));
     return;
   }
@@ -459,12 +460,12 @@ void Daemon::Shutdown() {
     }
     shutting_down_ = true;
   }
+  readiness_timer_.reset();  // a check that runs now sees shutting_down_ and does nothing
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->SetServingStatus(false);
   }
   idle_reaper_.reset();  // frees nothing from now on
   heap_trimmer_.reset();
-  readiness_timer_.reset();  // waits for a running check, which saw shutting_down_
   // A leader steps down at once and releases the Lease, so a follower takes over within its
   // retry period; its Work streams end with NOT_LEADER and their workers move to the new leader.
   if (replica_ != nullptr) replica_->Stop();

@@ -2,8 +2,8 @@
 // It adds keys to a queue, drains them through Work streams with a no-op reconcile (every key
 // answered SUCCESS at once, one Outcomes message per batch), watches and reads an informer, and can
 // make changes on the API server itself, then reports throughput and latency percentiles: a live
-// progress line once a second (on stderr) and a summary at the end (--json: one JSON object on
-// stdout).
+// progress line once a second (on stderr) and a summary table at the end (--json: one JSON object
+// on stdout instead). With --apiserver it creates --namespace when it is missing.
 //
 //   bazel run //bench:load -- --target=127.0.0.1:7470 --queue=load --duration=30s
 //       --add_rate=50000 --keys=10000 --workers=4 --batch=16
@@ -1187,11 +1187,6 @@ class Load {
         R"({"count":%d,"p50_us":%.1f,"p90_us":%.1f,"p99_us":%.1f,"max_us":%.1f})", h.count(),
         h.Percentile(50) / 1e3, h.Percentile(90) / 1e3, h.Percentile(99) / 1e3, h.max() / 1e3);
   }
-  static std::string LatencyText(const LatencyHistogram& h) {
-    return absl::StrFormat("p50 %.3f ms  p90 %.3f ms  p99 %.3f ms  max %.3f ms  (%d samples)",
-                           h.Percentile(50) / 1e6, h.Percentile(90) / 1e6,
-                           h.Percentile(99) / 1e6, h.max() / 1e6, h.count());
-  }
 
   void PrintSummary() {
     const double seconds = static_cast<double>(end_ns_ - start_ns_) / 1e9;
@@ -1245,41 +1240,72 @@ class Load {
       }
     }
     if (!o_.queue.empty()) {
-      std::printf("  queue %s: %d workers, batch %d, in flight %d\n", o_.queue.c_str(), o_.workers,
-                  o_.batch, o_.in_flight);
-      std::printf("  completed     %llu keys, %.0f keys/s (added %llu, %llu add errors, "
-                  "%llu refusals)\n",
-                  static_cast<unsigned long long>(completed_at_end_), keys_per_second,
-                  static_cast<unsigned long long>(counters_.added.load()),
-                  static_cast<unsigned long long>(counters_.add_errors.load()),
-                  static_cast<unsigned long long>(counters_.refusals.load()));
-      if (delivery.count() > 0) std::printf("  add→delivery  %s\n", LatencyText(delivery).c_str());
-    }
-    if (o_.change_rate > 0) {
-      std::printf("  changes       %llu, %.0f/s (%llu errors)\n",
-                  static_cast<unsigned long long>(counters_.changes.load()),
-                  static_cast<double>(counters_.changes.load()) / seconds,
-                  static_cast<unsigned long long>(counters_.change_errors.load()));
+      std::printf("  queue %s: %d workers, batch %d, in flight %d; %llu keys added\n",
+                  o_.queue.c_str(), o_.workers, o_.batch, o_.in_flight,
+                  static_cast<unsigned long long>(counters_.added.load()));
     }
     if (!o_.informer.empty()) {
       std::printf("  informer %s: %llu objects\n", o_.informer.c_str(),
                   static_cast<unsigned long long>(objects_));
     }
+    if (o_.subscribers > 0) std::printf("  watch: %d subscribers\n", o_.subscribers);
+    // One row per kind of work: how many, how fast, its latency, what went wrong.
+    std::vector<std::vector<std::string>> rows = {
+        {"", "count", "per second", "latency", "p50", "p90", "p99", "max", "notes"}};
+    const auto row = [&](std::string what, uint64_t count, const LatencyHistogram* latency,
+                         std::string latency_name, std::string notes) {
+      std::vector<std::string> r = {std::move(what), absl::StrCat(count),
+                                    absl::StrFormat("%.0f", static_cast<double>(count) / seconds),
+                                    std::move(latency_name)};
+      for (double p : {50.0, 90.0, 99.0, -1.0}) {
+        if (latency == nullptr || latency->count() == 0) {
+          r.push_back("-");
+        } else {
+          r.push_back(absl::StrFormat("%.3f ms",
+                                      (p < 0 ? latency->max() : latency->Percentile(p)) / 1e6));
+        }
+      }
+      r.push_back(std::move(notes));
+      rows.push_back(std::move(r));
+    };
+    if (!o_.queue.empty()) {
+      row("keys completed", completed_at_end_, &delivery, "add -> delivery",
+          absl::StrCat(counters_.add_errors.load(), " add errors, ", counters_.refusals.load(),
+                       " refusals"));
+    }
+    if (o_.change_rate > 0) {
+      row("changes", counters_.changes.load(), nullptr, "",
+          absl::StrCat(counters_.change_errors.load(), " errors"));
+    }
     if (o_.subscribers > 0) {
-      std::printf("  watch         %d subscribers, %llu events, %.0f events/s (%llu resnapshots)\n",
-                  o_.subscribers, static_cast<unsigned long long>(events_at_end_),
-                  events_per_second, static_cast<unsigned long long>(counters_.resnapshots.load()));
-      if (event.count() > 0) std::printf("  change→event  %s\n", LatencyText(event).c_str());
+      row("watch events", events_at_end_, &event, "change -> event",
+          absl::StrCat(counters_.resnapshots.load(), " re-snapshots"));
     }
     if (get.count() > 0 || counters_.get_errors.load() > 0) {
-      std::printf("  Get           %llu calls (%llu errors)  %s\n",
-                  static_cast<unsigned long long>(counters_.gets.load()),
-                  static_cast<unsigned long long>(counters_.get_errors.load()),
-                  LatencyText(get).c_str());
+      row("Get calls", counters_.gets.load(), &get, "call",
+          absl::StrCat(counters_.get_errors.load(), " errors"));
     }
     if (list_.count() > 0) {
-      std::printf("  List          %llu objects  %s\n", static_cast<unsigned long long>(listed_),
-                  LatencyText(list_).c_str());
+      row("List calls", list_.count(), &list_, "call",
+          absl::StrCat(listed_, " objects, ", listed_bytes_, " bytes"));
+    }
+    if (rows.size() > 1) {
+      std::vector<size_t> widths(rows[0].size(), 0);
+      for (const auto& r : rows) {
+        for (size_t i = 0; i < r.size(); ++i) widths[i] = std::max(widths[i], r[i].size());
+      }
+      std::printf("\n");
+      for (const auto& r : rows) {
+        std::string line = " ";
+        for (size_t i = 0; i < r.size(); ++i) {
+          // Names and words left-aligned, numbers right-aligned.
+          const bool left = i == 0 || i == 3 || i + 1 == r.size();
+          const std::string pad(widths[i] - r[i].size(), ' ');
+          absl::StrAppend(&line, " ", left ? r[i] + pad : pad + r[i], " ");
+        }
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        std::printf("%s\n", line.c_str());
+      }
     }
     for (const std::string& e : errors) std::printf("  error: %s\n", e.c_str());
   }

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <ctime>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "base/json_writer.h"
 
@@ -35,6 +37,13 @@ void AppendTextValue(std::string* out, absl::string_view value) {
   AppendJsonString(out, value);  // quoted, with quotes, backslashes and controls escaped
 }
 
+// The separators in text that goes into a JSON record (a worker's error message, say) are
+// written as "\x1e" and "\x1f", so that nobody can add fields to a record.
+std::string Defused(absl::string_view text) {
+  return absl::StrReplaceAll(text, {{absl::string_view(&kRecordSeparator, 1), "\\x1e"},
+                                    {absl::string_view(&kUnitSeparator, 1), "\\x1f"}});
+}
+
 }  // namespace
 
 absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
@@ -50,12 +59,13 @@ void SetLogFormat(LogFormat format) {
 
 std::string WithFields(std::string message, std::initializer_list<LogField> fields) {
   const bool json = json_format.load(std::memory_order_relaxed);
+  if (json) message = Defused(message);
   for (const LogField& f : fields) {
     if (json) {
       message.push_back(kRecordSeparator);
-      message.append(f.key.data(), f.key.size());
+      message.append(Defused(f.key));
       message.push_back(kUnitSeparator);
-      message.append(f.value);
+      message.append(Defused(f.value));
     } else {
       absl::StrAppend(&message, " ", f.key, "=");
       AppendTextValue(&message, f.value);
@@ -80,10 +90,17 @@ void JsonLogFormatter::format(const spdlog::details::log_msg& msg, spdlog::memor
   out.append(",\"logger\":");
   AppendJsonString(&out, absl::string_view(msg.logger_name.data(), msg.logger_name.size()));
   const absl::string_view payload(msg.payload.data(), msg.payload.size());
+  // A plain spdlog call's text may hold a stray separator: only "RS key US value" after the
+  // message is a field.
   std::vector<absl::string_view> parts = absl::StrSplit(payload, kRecordSeparator);
+  size_t fields = parts.size();
+  while (fields > 1 && absl::StrContains(parts[fields - 1], kUnitSeparator)) --fields;
+  const size_t message_end =
+      fields == parts.size() ? payload.size()
+                             : static_cast<size_t>(parts[fields].data() - payload.data()) - 1;
   out.append(",\"msg\":");
-  AppendJsonString(&out, parts[0]);
-  for (size_t i = 1; i < parts.size(); ++i) {
+  AppendJsonString(&out, payload.substr(0, message_end));
+  for (size_t i = fields; i < parts.size(); ++i) {
     std::pair<absl::string_view, absl::string_view> kv =
         absl::StrSplit(parts[i], absl::MaxSplits(kUnitSeparator, 1));
     // "time", "level", "logger" and "msg" are the record's own: a field of that name is renamed.

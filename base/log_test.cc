@@ -44,9 +44,12 @@ TEST(LogTest, TextAppendsFieldsAndJsonMakesThemMembers) {
   c.logger->warn("{}", WithFields("failed: \"quoted\"\nline",
                                   {{"queue", "pods"}, {"token", 7}, {"msg", "shadow"}}));
   c.logger->info("no fields");
+  // Separators inside a value or a plain message add no field.
+  c.logger->warn("{}", WithFields("m", {{"error", "x\x1e" "admin\x1f" "true\x1f"}}));
+  c.logger->warn("stray \x1e separator");
   const std::string text = c.out.str();
   std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  ASSERT_EQ(lines.size(), 2u) << text;
+  ASSERT_EQ(lines.size(), 4u) << text;
 
   simdjson::dom::parser parser;
   simdjson::dom::element first;
@@ -65,6 +68,16 @@ TEST(LogTest, TextAppendsFieldsAndJsonMakesThemMembers) {
   ASSERT_EQ(parser.parse(lines[1]).get(second), simdjson::SUCCESS) << lines[1];
   EXPECT_EQ(std::string_view(second["msg"]), "no fields");
   EXPECT_EQ(std::string_view(second["level"]), "info");
+
+  simdjson::dom::object injected;
+  ASSERT_EQ(parser.parse(lines[2]).get(injected), simdjson::SUCCESS) << lines[2];
+  EXPECT_EQ(std::string_view(injected["error"]), R"(x\x1eadmin\x1ftrue\x1f)");
+  EXPECT_EQ(injected["admin"].error(), simdjson::NO_SUCH_FIELD);
+  EXPECT_EQ(injected.size(), 5u);  // time, level, logger, msg, error
+
+  simdjson::dom::element stray;
+  ASSERT_EQ(parser.parse(lines[3]).get(stray), simdjson::SUCCESS) << lines[3];
+  EXPECT_EQ(std::string_view(stray["msg"]), "stray \x1e separator");
 }
 
 }  // namespace

@@ -251,13 +251,6 @@ OBJECT_COLUMNS: output.Columns[KubeObject] = output.Columns(
 )
 
 
-def object_row(obj: KubeObject, wide: bool) -> list[object]:
-    row = OBJECT_COLUMNS.row(obj)
-    if wide and OBJECT_COLUMNS.wide_row is not None:
-        row += OBJECT_COLUMNS.wide_row(obj)
-    return row
-
-
 def _index_arg(text: str | None) -> tuple[str, str] | None:
     if text is None:
         return None
@@ -329,7 +322,7 @@ async def watch(client: Client, args: argparse.Namespace, out: IO[str]) -> int:
                     if isinstance(event, Deleted) and event.tombstone:
                         line["tombstone"] = True
                 else:
-                    cells = object_row(event.object, wide)
+                    cells = OBJECT_COLUMNS.cells(event.object, wide)
                     out.write("   ".join([kind, *(output.cell(c) for c in cells)]) + "\n")
             elif isinstance(event, Synced):
                 if args.output == "json":

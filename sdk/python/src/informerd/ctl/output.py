@@ -31,6 +31,13 @@ class Columns(Generic[T]):
     wide_headers: Sequence[str] = ()
     wide_row: Callable[[T], list[object]] | None = None
 
+    def cells(self, item: T, wide: bool) -> list[object]:
+        """One table row, with the wide columns when ``wide``."""
+        row = self.row(item)
+        if wide and self.wide_row is not None:
+            row += self.wide_row(item)
+        return row
+
 
 def print_list(columns: Columns[T], items: Sequence[T], fmt: str, out: IO[str]) -> None:
     """``items`` in format ``fmt`` (one of LIST_FORMATS)."""
@@ -42,13 +49,7 @@ def print_list(columns: Columns[T], items: Sequence[T], fmt: str, out: IO[str]) 
     else:
         wide = fmt == "wide" and columns.wide_row is not None
         headers = [*columns.headers, *(columns.wide_headers if wide else ())]
-        rows = []
-        for i in items:
-            row = columns.row(i)
-            if wide and columns.wide_row is not None:
-                row += columns.wide_row(i)
-            rows.append(row)
-        table(headers, rows, out)
+        table(headers, [columns.cells(i, wide) for i in items], out)
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], out: IO[str]) -> None:

@@ -353,6 +353,12 @@ async def test_bash_completion_offers_commands_flags_and_the_daemons_names(
     assert set(complete("queue", "")) == {"add", "drain", "forget", "len"}
     assert "--max" in complete("queue", "drain", "--m")
     assert "ctl-complete" in complete("--target", informerd_daemon.target, "queue", "len", "")
+    # As bash splits them at "=" and ":" (COMP_WORDBREAKS): the daemon is still found.
+    host, port = informerd_daemon.target.rsplit(":", 1)
+    for flag in (("--target", "="), ("--target",)):
+        words = (*flag, host, ":", port, "queue", "len", "")
+        assert "ctl-complete" in complete(*words), words
+    assert "ctl-complete" in complete(f"--target={informerd_daemon.target}", "queue", "len", "")
     zsh = ok(informerd_daemon, "completion", "zsh")
     assert zsh.startswith("autoload -U +X bashcompinit")
 

@@ -51,12 +51,21 @@ def script(parser: argparse.ArgumentParser, shell: str) -> str:
     body = f"""# {prog} completion for bash (zsh: autoload bashcompinit && bashcompinit first).
 # source <({prog} completion bash)
 {fn}() {{
-  local cur="${{COMP_WORDS[COMP_CWORD]}}" path="" words_="" dynamic="" i w conn=()
+  local cur="${{COMP_WORDS[COMP_CWORD]}}" path="" words_="" dynamic="" i w v conn=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     w="${{COMP_WORDS[i]}}"
     case "$w" in
       --target|--token|--token-file|--ca-file|--cert-file|--key-file|--server-name)
-        conn+=("$w" "${{COMP_WORDS[i+1]}}"); ((i++)); continue ;;
+        # bash splits words at "=" and ":" (COMP_WORDBREAKS): --target=host:port arrives as
+        # --target = host : port, and --target host:port as --target host : port.
+        [[ "${{COMP_WORDS[i+1]}}" == "=" ]] && ((i++))
+        v="${{COMP_WORDS[i+1]}}"; ((i++))
+        while [[ "${{COMP_WORDS[i+1]}}" == ":" && $((i + 2)) -lt $COMP_CWORD ]]; do
+          v+=":${{COMP_WORDS[i+2]}}"; ((i += 2))
+        done
+        conn+=("$w" "$v"); continue ;;
+      --target=*|--token=*|--token-file=*|--ca-file=*|--cert-file=*|--key-file=*|--server-name=*)
+        conn+=("$w"); continue ;;
       -*) continue ;;
     esac
     if [[ -z "$path" ]]; then path="$w"

@@ -52,6 +52,15 @@ absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat("\"", name, "\" is not text or json"));
 }
 
+absl::StatusOr<spdlog::level::level_enum> ParseLogLevel(absl::string_view name) {
+  if (name == "trace") return spdlog::level::trace;
+  if (name == "debug") return spdlog::level::debug;
+  if (name == "info") return spdlog::level::info;
+  if (name == "warn") return spdlog::level::warn;
+  if (name == "error") return spdlog::level::err;
+  return absl::InvalidArgumentError("must be one of trace, debug, info, warn, error");
+}
+
 void SetLogFormat(LogFormat format) {
   json_format.store(format == LogFormat::kJson, std::memory_order_relaxed);
   if (format == LogFormat::kJson) spdlog::set_formatter(std::make_unique<JsonLogFormatter>());

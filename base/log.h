@@ -35,6 +35,9 @@ enum class LogFormat { kText, kJson };
 // "text" or "json"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<LogFormat> ParseLogFormat(absl::string_view name);
 
+// "trace", "debug", "info", "warn" or "error"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<spdlog::level::level_enum> ParseLogLevel(absl::string_view name);
+
 // Sets the format of every spdlog logger (and of those made later with spdlog's factories).
 void SetLogFormat(LogFormat format);
 

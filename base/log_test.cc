@@ -31,6 +31,16 @@ TEST(LogTest, ParseLogFormatNamesWhatItRefuses) {
   EXPECT_THAT(ParseLogFormat("yaml").status().message(), HasSubstr("\"yaml\" is not text or json"));
 }
 
+TEST(LogTest, ParseLogLevelTakesTheConfigsNames) {
+  EXPECT_EQ(*ParseLogLevel("trace"), spdlog::level::trace);
+  EXPECT_EQ(*ParseLogLevel("debug"), spdlog::level::debug);
+  EXPECT_EQ(*ParseLogLevel("info"), spdlog::level::info);
+  EXPECT_EQ(*ParseLogLevel("warn"), spdlog::level::warn);
+  EXPECT_EQ(*ParseLogLevel("error"), spdlog::level::err);
+  EXPECT_THAT(ParseLogLevel("warning").status().message(),
+              HasSubstr("must be one of trace, debug, info, warn, error"));
+}
+
 // Both formats in one test: the format is process-wide.
 TEST(LogTest, TextAppendsFieldsAndJsonMakesThemMembers) {
   // Text: key=value after the message, quoted when needed.

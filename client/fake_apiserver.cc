@@ -79,8 +79,9 @@ absl::StatusOr<std::unique_ptr<FakeApiServer>> FakeApiServer::Start(Options opti
   if (!binary.ok()) return binary.status();
   std::unique_ptr<FakeApiServer> server(new FakeApiServer());
   server->kubeconfig_ = MakeTempDir() + "/kubeconfig";
-  std::vector<std::string> args = {*binary, "--addr", "127.0.0.1:0", "--tls", "--kubeconfig-out",
+  std::vector<std::string> args = {*binary, "--addr", "127.0.0.1:0", "--kubeconfig-out",
                                    server->kubeconfig_};
+  if (options.tls) args.push_back("--tls");
   args.insert(args.end(), options.extra_flags.begin(), options.extra_flags.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

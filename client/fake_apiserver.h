@@ -32,6 +32,9 @@ class FakeApiServer {
  public:
   struct Options {
     std::vector<std::string> extra_flags;  // e.g. "--bookmark-interval=1s"
+    // HTTPS with a token (the default); false: plain HTTP without authentication, as tools that
+    // drive a test server over http:// (bench/load's --apiserver) need.
+    bool tls = true;
   };
   static absl::StatusOr<std::unique_ptr<FakeApiServer>> Start(Options options);
   ~FakeApiServer();

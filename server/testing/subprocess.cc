@@ -102,6 +102,17 @@ absl::StatusOr<std::string> Subprocess::ReadUntil(const std::string& prefix,
   }
 }
 
+absl::StatusOr<std::string> Subprocess::ReadToEnd(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::string out;
+  for (;;) {
+    absl::StatusOr<std::string> line = ReadLine(deadline - absl::Now());
+    if (absl::IsOutOfRange(line.status())) return out;
+    if (!line.ok()) return line.status();
+    absl::StrAppend(&out, *line, "\n");
+  }
+}
+
 void Subprocess::Signal(int signal) {
   if (!reaped_ && pid_ > 0) kill(pid_, signal);
 }

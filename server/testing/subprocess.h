@@ -37,6 +37,9 @@ class Subprocess {
   absl::StatusOr<std::string> ReadLine(absl::Duration timeout);
   // Reads lines until one starts with `prefix`; returns the rest of it.
   absl::StatusOr<std::string> ReadUntil(const std::string& prefix, absl::Duration timeout);
+  // The rest of its stdout, each line ending in "\n", once the child closes it (exits).
+  // DEADLINE_EXCEEDED after `timeout`.
+  absl::StatusOr<std::string> ReadToEnd(absl::Duration timeout);
   void Signal(int signal);
   // The exit code (128 + signal when killed by one). DEADLINE_EXCEEDED if still running.
   absl::StatusOr<int> Wait(absl::Duration timeout);

@@ -24,22 +24,30 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "base/flags.h"
 #include "bench/latency_histogram.h"
 #include "floor/v1/floor.grpc.pb.h"
 #include "informerd/v1/informers.pb.h"
 #include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, mode, "stream", "stream, bidi, pingpong or events (above).");
+ABSL_FLAG(int, batch, 1, "Keys (or events) per message (1..100000).");
+ABSL_FLAG(int, window, 4, "bidi: batches in flight (1..1000).");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(3), "How long the measured phase runs.");
+ABSL_FLAG(int, event_bytes, 500, "events: bytes per event (1..1048576).");
+ABSL_FLAG(int, subscribers, 100, "events: Watch-like streams (1..10000).");
 
 namespace informerd::bench {
 namespace {
@@ -198,46 +206,22 @@ int Fail(const std::string& message) {
   return 2;
 }
 
-int Run(int argc, char** argv) {
-  std::map<std::string, std::string> flags = {
-      {"mode", "stream"}, {"batch", "1"},           {"window", "4"},
-      {"duration", "3s"}, {"event_bytes", "500"}, {"subscribers", "100"}};
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "--") || arg.find('=') == std::string::npos) {
-      return Fail(absl::StrCat("expected --flag=value, got \"", arg, "\""));
-    }
-    const size_t eq = arg.find('=');
-    const std::string name = arg.substr(2, eq - 2);
-    if (!flags.contains(name)) return Fail(absl::StrCat("unknown flag --", name));
-    flags[name] = arg.substr(eq + 1);
-  }
-  uint32_t batch = 0;
-  if (!absl::SimpleAtoi(flags["batch"], &batch) || batch < 1 || batch > 100000) {
-    return Fail("--batch: expected an integer in 1..100000");
-  }
-  absl::Duration duration;
-  if (!absl::ParseDuration(flags["duration"], &duration) || duration <= absl::ZeroDuration()) {
-    return Fail("--duration: expected a positive duration such as 3s");
-  }
-  uint32_t window = 0;
-  if (!absl::SimpleAtoi(flags["window"], &window) || window < 1 || window > 1000) {
-    return Fail("--window: expected an integer in 1..1000");
-  }
-  uint32_t event_bytes = 0;
-  if (!absl::SimpleAtoi(flags["event_bytes"], &event_bytes) || event_bytes < 1 ||
-      event_bytes > (1 << 20)) {
-    return Fail("--event_bytes: expected an integer in 1..1048576");
-  }
-  int subscribers = 0;
-  if (!absl::SimpleAtoi(flags["subscribers"], &subscribers) || subscribers < 1 ||
-      subscribers > 10000) {
-    return Fail("--subscribers: expected an integer in 1..10000");
-  }
-  const std::string mode = flags["mode"];
+int Run() {
+  const std::string mode = absl::GetFlag(FLAGS_mode);
   if (mode != "stream" && mode != "bidi" && mode != "pingpong" && mode != "events") {
-    return Fail("--mode: expected stream, bidi, pingpong or events");
+    return FlagError(IllegalValue(FLAGS_mode, "expected stream, bidi, pingpong or events"));
   }
+  const absl::Duration duration = absl::GetFlag(FLAGS_duration);
+  for (const absl::Status& s :
+       {CheckPositive(FLAGS_duration), CheckRange(FLAGS_batch, 1, 100000),
+        CheckRange(FLAGS_window, 1, 1000),
+        CheckRange(FLAGS_event_bytes, 1, 1 << 20), CheckRange(FLAGS_subscribers, 1, 10000)}) {
+    if (!s.ok()) return FlagError(s);
+  }
+  const uint32_t batch = absl::GetFlag(FLAGS_batch);
+  const uint32_t window = absl::GetFlag(FLAGS_window);
+  const uint32_t event_bytes = absl::GetFlag(FLAGS_event_bytes);
+  const int subscribers = absl::GetFlag(FLAGS_subscribers);
 
   FloorService service;
   int port = 0;
@@ -411,4 +395,9 @@ int Run(int argc, char** argv) {
 }  // namespace
 }  // namespace informerd::bench
 
-int main(int argc, char** argv) { return informerd::bench::Run(argc, argv); }
+int main(int argc, char** argv) {
+  informerd::ParseFlags(argc, argv,
+                        "bare gRPC floors of informerd's streams (stream, bidi, pingpong, "
+                        "events); prints one JSON line.");
+  return informerd::bench::Run();
+}

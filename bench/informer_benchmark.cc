@@ -14,8 +14,8 @@
 //           over the steady RSS before it.
 //   floor   the floor of decoding the watch events built from the cached objects
 //           (bench/metadata_floor.h), and simdjson's full DOM parse of them (events/s).
-// Options: --transform=strip|none (managedFields stripping; default strip), --streaming=0|1
-// (streaming list; default 1), --compression=none|zstd (how the cache keeps objects; default none).
+// Options (`--help` lists them): --transform=strip|none (managedFields stripping), --streaming
+// (streaming list), --compression=none|zstd (how the cache keeps objects).
 #include <malloc.h>
 #include <sys/resource.h>
 
@@ -23,12 +23,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -36,6 +36,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/flags.h"
 #include "bench/metadata_floor.h"
 #include "client/client.h"
 #include "client/kubeconfig.h"
@@ -43,19 +44,18 @@
 #include "server/informer/shared_informer.h"
 #include "simdjson.h"
 
+ABSL_FLAG(std::string, kubeconfig, "", "The test API server's kubeconfig (required).");
+ABSL_FLAG(std::string, mode, "sync", "sync, ingest, relist or floor (above).");
+ABSL_FLAG(std::string, namespace, "", "The objects' namespace (\"\": every namespace).");
+ABSL_FLAG(std::string, resource, "configmaps", "A core (v1) resource: configmaps, pods, ...");
+ABSL_FLAG(std::string, transform, "strip", "strip (managedFields) or none.");
+ABSL_FLAG(bool, streaming, true, "List by a streaming watch (sendInitialEvents).");
+ABSL_FLAG(std::string, compression, "none", "How the cache keeps objects: none or zstd.");
+ABSL_FLAG(int64_t, events, 100000, "ingest: the updates made while the watch is held (1..10000000).");
+ABSL_FLAG(int, hold_ms, 15000, "ingest: how long the informer's watch is held (100..600000).");
+
 namespace informerd::informer {
 namespace {
-
-std::map<std::string, std::string> ParseFlags(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (!absl::ConsumePrefix(&arg, "--")) continue;
-    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    flags[kv[0]] = kv.size() > 1 ? kv[1] : "1";
-  }
-  return flags;
-}
 
 // A field of /proc/self/status in KiB ("VmRSS:", "VmHWM:").
 int64_t StatusKiB(const char* field) {
@@ -126,28 +126,37 @@ bool WaitFor(Pred pred, absl::Duration timeout) {
   return true;
 }
 
-int Run(std::map<std::string, std::string> flags) {
-  const std::string mode = flags.count("mode") ? flags["mode"] : "sync";
-  const std::string ns = flags["namespace"];
-  const std::string resource = flags.count("resource") ? flags["resource"] : "configmaps";
-  const bool strip = !flags.count("transform") || flags["transform"] != "none";
-  const bool streaming = !flags.count("streaming") || flags["streaming"] != "0";
+int Run() {
+  const std::string mode = absl::GetFlag(FLAGS_mode);
+  const std::string ns = absl::GetFlag(FLAGS_namespace);
+  const std::string resource = absl::GetFlag(FLAGS_resource);
+  const std::string transform = absl::GetFlag(FLAGS_transform);
+  const bool strip = transform == "strip";
+  const bool streaming = absl::GetFlag(FLAGS_streaming);
+  const int64_t events = absl::GetFlag(FLAGS_events);
+  const int hold_ms = absl::GetFlag(FLAGS_hold_ms);
   StoreCompression compression = StoreCompression::kNone;
-  if (flags.count("compression")) {
-    if (flags["compression"] == "zstd") {
-      compression = StoreCompression::kZstd;
-    } else if (flags["compression"] != "none") {
-      std::fprintf(stderr, "--compression: want none or zstd, got %s\n", flags["compression"].c_str());
-      return 2;
-    }
+  if (absl::GetFlag(FLAGS_compression) == "zstd") {
+    compression = StoreCompression::kZstd;
+  } else if (absl::GetFlag(FLAGS_compression) != "none") {
+    return FlagError(IllegalValue(FLAGS_compression, "expected none or zstd"));
   }
-  int64_t events = 100000;
-  if (flags.count("events") && !absl::SimpleAtoi(flags["events"], &events)) {
-    std::fprintf(stderr, "--events: not an integer: %s\n", flags["events"].c_str());
-    return 2;
+  if (mode != "sync" && mode != "ingest" && mode != "relist" && mode != "floor") {
+    return FlagError(IllegalValue(FLAGS_mode, "expected sync, ingest, relist or floor"));
+  }
+  if (transform != "strip" && transform != "none") {
+    return FlagError(IllegalValue(FLAGS_transform, "expected strip or none"));
+  }
+  for (const absl::Status& s : {CheckRange<int64_t>(FLAGS_events, 1, 10000000),
+                                CheckRange(FLAGS_hold_ms, 100, 600000)}) {
+    if (!s.ok()) return FlagError(s);
+  }
+  if (absl::GetFlag(FLAGS_kubeconfig).empty()) {
+    return FlagError(MissingFlag(FLAGS_kubeconfig, "the test API server's kubeconfig"));
   }
 
-  absl::StatusOr<client::RestConfig> config = client::LoadKubeconfig({.paths = {flags["kubeconfig"]}});
+  absl::StatusOr<client::RestConfig> config =
+      client::LoadKubeconfig({.paths = {absl::GetFlag(FLAGS_kubeconfig)}});
   if (!config.ok()) {
     std::fprintf(stderr, "kubeconfig: %s\n", config.status().ToString().c_str());
     return 2;
@@ -222,7 +231,6 @@ int Run(std::map<std::string, std::string> flags) {
     absl::SleepFor(absl::Milliseconds(1500));
     // Hold the informer's next watch for a while, re-open it, make the updates meanwhile; when
     // the hold ends the stream closes and the informer replays them from the server's history.
-    const int hold_ms = flags.count("hold_ms") ? std::atoi(flags["hold_ms"].c_str()) : 15000;
     if (!Control(*client, "POST", "/_fake/faults",
                  absl::StrCat(R"({"type":"stall","verb":"watch","durationMs":)", hold_ms,
                               R"(,"userAgent":")", user_agent, R"("})"))
@@ -330,5 +338,8 @@ int Run(std::map<std::string, std::string> flags) {
 }  // namespace informerd::informer
 
 int main(int argc, char** argv) {
-  return informerd::informer::Run(informerd::informer::ParseFlags(argc, argv));
+  informerd::ParseFlags(argc, argv,
+                        "one informerd informer against testing/apiserver, one scenario per run; "
+                        "prints a JSON object of figures.");
+  return informerd::informer::Run();
 }

@@ -12,53 +12,8 @@
 //   bazel run //bench:load -- --target=... --resource=v1/configmaps --namespace=load
 //       --queue=cms --bind --apiserver=http://127.0.0.1:8080 --change_rate=1000 --adders=0
 //
-// Flags (--name=value; durations like 10s or 500ms; bools as --name, --name=true or =false):
-//   --target=ADDR          informerd's gRPC address (host:port or unix:///path). Required.
-//   --tls_ca=PATH          connect with TLS, trusting this CA (PEM) for the daemon's certificate.
-//   --token_file=PATH      send the bearer token in this file with every call (needs --tls_ca;
-//                          informerd authenticates it with a TokenReview).
-//   --duration=10s         how long the measured phase runs.
-//   --queue=NAME           the queue to load (created when missing); workers need it.
-//   --adders=1             threads calling Queues.Add (0: no adds).
-//   --add_rate=0           keys/s added over all adders; 0: as fast as possible.
-//   --add_batch=100        keys per Add call at most (fewer at low rates to keep latency).
-//   --keys=10000           the key space: keys are load/key-00000000 .. load/key-<keys-1>.
-//   --prefill              add every key once before the run (not timed); with --adders=0 the run
-//                          ends when the queue is drained, giving pure Work-stream throughput.
-//   --workers=1            Work streams, each on its own connection (0: none; default 0 without
-//                          --queue).
-//   --batch=1              max_batch per stream (and max_in_flight unless --in_flight is given).
-//   --in_flight=BATCH      max_in_flight per stream.
-//   --delete_queue         delete the queue at the end.
-//   --objects              workers ask for each lease's object from the informer (--informer or
-//                          --resource; Start.object_informer_id), as controllers do.
-//   --informer=ID          the informer for --subscribers and --get_rate, or:
-//   --resource=[GROUP/]VERSION/RESOURCE with --namespace, --cluster: ensure that informer.
-//   --bind                 when creating --queue, source it from the informer (an informer-bound
-//                          queue: the informer's events enqueue object keys).
-//   --subscribers=0        Watch streams on the informer.
-//   --get_rate=0           lister Get calls/s on --get_key (one thread; 0 with --get_key set: as
-//                          fast as possible).
-//   --get_key=NS/NAME      the key Get reads.
-//   --lists=0              List the whole informer this many times before the run (timed).
-//   --apiserver=URL        make changes on this API server (plain HTTP, no auth: a test server):
-//   --change_rate=0        ConfigMap merge-patches/s in --namespace, each stamped with the time it
-//                          was sent (data.ts); latency is measured from it to the key's delivery
-//                          and to each subscriber's event. With --subscribers, changes start once
-//                          every subscriber has its initial objects (or --sync_wait has passed).
-//   --sync_wait=60s        how long changes wait for the subscribers' initial objects (100
-//                          subscribers of 150k Pods take minutes).
-//   --change_objects=100   ConfigMaps load-000000 .. created before the run (existing ones reused).
-//   --change_threads=4     HTTP connections making changes.
-//   --churn                the API server makes the --change_rate changes itself (the fake API
-//                          server's POST /_fake/churn, stamped with the time) on the objects of
-//                          --resource in --namespace — for ConfigMaps, --change_objects it seeds;
-//                          other resources must exist already: rates no client's PATCHes reach;
-//                          each event's latency is timed from the server's stamp (in the payload,
-//                          or the fake.informerd.io/churn annotation; Watch events only).
-//   --compress             the --resource informer keeps its objects zstd-compressed
-//                          (InformerSpec.storage).
-//   --json                 print the summary as one JSON object on stdout.
+// `load --help` lists every flag (Abseil flags, base/flags.h: --name=value, durations like 10s,
+// bools as --name or --noname, --flagfile=PATH for a saved scenario).
 //
 // Replica sets: Queues and Work calls go to the leader. The tool asks --target (GetQueue) and, when
 // the answer is NOT_LEADER, follows the leader_address it names (waiting while no leader is known);
@@ -75,9 +30,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -85,6 +38,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/flags/flag.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -99,7 +53,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/flags.h"
 #include "bench/latency_histogram.h"
+#include "client/read_file.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "grpcpp/grpcpp.h"
@@ -107,6 +63,75 @@
 #include "informerd/v1/informers.grpc.pb.h"
 #include "informerd/v1/queues.grpc.pb.h"
 #include "informerd/v1/work.grpc.pb.h"
+
+ABSL_FLAG(std::string, target, "",
+          "informerd's gRPC address (host:port or unix:///path). Required.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "Connect with TLS, trusting this CA (PEM) for the daemon's certificate.");
+ABSL_FLAG(std::string, token_file, "",
+          "Send the bearer token in this file with every call (needs --tls_ca; informerd "
+          "authenticates it with a TokenReview).");
+ABSL_FLAG(absl::Duration, duration, absl::Seconds(10), "How long the measured phase runs.");
+ABSL_FLAG(std::string, queue, "", "The queue to load (created when missing); workers need it.");
+ABSL_FLAG(int, adders, 1, "Threads calling Queues.Add (0..64; 0: no adds).");
+ABSL_FLAG(double, add_rate, 0, "Keys/s added over all adders; 0: as fast as possible.");
+ABSL_FLAG(int, add_batch, 100,
+          "Keys per Add call at most (1..10000; fewer at low rates to keep latency).");
+ABSL_FLAG(int, keys, 10000,
+          "The key space (1..100000000): keys are load/key-00000000 .. load/key-<keys-1>.");
+ABSL_FLAG(bool, prefill, false,
+          "Add every key once before the run (not timed); with --adders=0 the run ends when the "
+          "queue is drained, giving pure Work-stream throughput.");
+ABSL_FLAG(std::optional<int>, workers, std::nullopt,
+          "Work streams, each on its own connection (0..1000; default 1 with --queue, else 0).");
+ABSL_FLAG(int, batch, 1,
+          "max_batch per stream (1..100000; and max_in_flight unless --in_flight is given).");
+ABSL_FLAG(std::optional<int>, in_flight, std::nullopt,
+          "max_in_flight per stream (default --batch; at least --batch).");
+ABSL_FLAG(bool, delete_queue, false, "Delete the queue at the end.");
+ABSL_FLAG(bool, objects, false,
+          "Workers ask for each lease's object from the informer (--informer or --resource; "
+          "Start.object_informer_id), as controllers do.");
+ABSL_FLAG(std::string, informer, "",
+          "The informer for --subscribers, --get_rate and --lists (or --resource).");
+ABSL_FLAG(std::string, resource, "",
+          "[GROUP/]VERSION/RESOURCE: ensure that informer (with --namespace, --cluster).");
+ABSL_FLAG(std::string, namespace, "",
+          "The --resource informer's namespace, and where --apiserver's changes are made (created "
+          "when missing).");
+ABSL_FLAG(std::string, cluster, "", "The --resource informer's cluster (default: the daemon's).");
+ABSL_FLAG(bool, bind, false,
+          "When creating --queue, source it from the informer (an informer-bound queue: the "
+          "informer's events enqueue object keys).");
+ABSL_FLAG(int, subscribers, 0, "Watch streams on the informer (0..10000).");
+ABSL_FLAG(double, get_rate, 0,
+          "Lister Get calls/s on --get_key (one thread; 0 with --get_key set: as fast as "
+          "possible).");
+ABSL_FLAG(std::string, get_key, "", "The key Get reads, NAMESPACE/NAME.");
+ABSL_FLAG(int, lists, 0, "List the whole informer this many times before the run (timed).");
+ABSL_FLAG(std::string, apiserver, "",
+          "Make changes on this API server, http://HOST:PORT (plain HTTP, no auth: a test "
+          "server); --namespace is created there when missing.");
+ABSL_FLAG(double, change_rate, 0,
+          "ConfigMap merge-patches/s in --namespace, each stamped with the time it was sent "
+          "(data.ts); latency is measured from it to the key's delivery and to each subscriber's "
+          "event. With --subscribers, changes start once every subscriber has its initial objects "
+          "(or --sync_wait has passed).");
+ABSL_FLAG(absl::Duration, sync_wait, absl::Seconds(60),
+          "How long changes wait for the subscribers' initial objects (100 subscribers of 150k "
+          "Pods take minutes).");
+ABSL_FLAG(int, change_objects, 100,
+          "ConfigMaps load-000000 .. created before the run (1..1000000; existing ones reused).");
+ABSL_FLAG(int, change_threads, 4, "HTTP connections making changes (1..64).");
+ABSL_FLAG(bool, churn, false,
+          "The API server makes the --change_rate changes itself (the fake API server's POST "
+          "/_fake/churn, stamped with the time) on the objects of --resource in --namespace: for "
+          "ConfigMaps, --change_objects it seeds; other resources must exist already. Rates no "
+          "client's PATCHes reach; each event's latency is timed from the server's stamp (Watch "
+          "events only).");
+ABSL_FLAG(bool, compress, false,
+          "The --resource informer keeps its objects zstd-compressed (InformerSpec.storage).");
+ABSL_FLAG(bool, json, false, "Print the summary as one JSON object on stdout.");
 
 namespace informerd::bench {
 namespace {
@@ -159,215 +184,119 @@ struct Options {
   bool json = false;
 };
 
-absl::Status ParseInt(const std::string& name, const std::string& value, int min, int max,
-                      int* out) {
-  if (!absl::SimpleAtoi(value, out) || *out < min || *out > max) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, ": expected an integer in ", min,
-                                                   "..", max, ", got \"", value, "\""));
-  }
-  return absl::OkStatus();
+// A file's contents ("" when the flag is not given), or an error naming the flag.
+absl::StatusOr<std::string> ReadFlagFile(const absl::Flag<std::string>& flag) {
+  const std::string path = absl::GetFlag(flag);
+  if (path.empty()) return std::string();
+  absl::StatusOr<std::string> text = client::ReadFile(path, /*max_bytes=*/1 << 20);
+  if (!text.ok()) return IllegalValue(flag, text.status().message());
+  return text;
 }
 
-absl::Status ParseRate(const std::string& name, const std::string& value, double* out) {
-  if (!absl::SimpleAtod(value, out) || !(*out >= 0) || *out > 1e9) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, ": expected a rate >= 0 (per second), got \"", value, "\""));
-  }
-  return absl::OkStatus();
+absl::Status CheckRate(const absl::Flag<double>& flag) {
+  const double rate = absl::GetFlag(flag);
+  if (rate >= 0 && rate <= 1e9) return absl::OkStatus();
+  return IllegalValue(flag, "expected a rate in 0..1e9 (per second)");
 }
 
-absl::Status ParseBool(const std::string& name, const std::string& value, bool* out) {
-  if (value == "" || value == "true" || value == "1") {
-    *out = true;
-  } else if (value == "false" || value == "0") {
-    *out = false;
-  } else {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--", name, ": expected true or false, got \"", value, "\""));
-  }
-  return absl::OkStatus();
-}
-
-absl::StatusOr<Options> ParseOptions(int argc, char** argv) {
-  Options o;
-  bool in_flight_given = false;
-  bool workers_given = false;
-  for (int i = 1; i < argc; ++i) {
-    absl::string_view arg = argv[i];
-    if (!absl::ConsumePrefix(&arg, "--")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", argv[i],
-                                                     "\" (flags are --name=value; see --help)"));
-    }
-    std::vector<std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    const std::string& name = kv[0];
-    const bool has_value = kv.size() > 1;
-    const std::string value = has_value ? kv[1] : "";
-    auto need_value = [&]() -> absl::Status {
-      if (!has_value) {
-        return absl::InvalidArgumentError(absl::StrCat("--", name, ": needs a value (--", name,
-                                                       "=...)"));
-      }
-      return absl::OkStatus();
-    };
-    absl::Status s;
-    if (name == "help") {
-      return absl::CancelledError("help");
-    } else if (name == "target") {
-      s = need_value();
-      o.target = value;
-    } else if (name == "tls_ca" || name == "token_file") {
-      s = need_value();
-      if (s.ok()) {
-        std::ifstream in(value);
-        std::stringstream text;
-        text << in.rdbuf();
-        if (!in) {
-          s = absl::InvalidArgumentError(absl::StrCat("--", name, ": cannot read \"", value, "\""));
-        } else if (name == "tls_ca") {
-          o.tls_ca = text.str();
-        } else {
-          o.token = std::string(absl::StripAsciiWhitespace(text.str()));
-        }
-      }
-    } else if (name == "duration") {
-      if (s = need_value(); s.ok() && (!absl::ParseDuration(value, &o.duration) ||
-                                       o.duration <= absl::ZeroDuration())) {
-        s = absl::InvalidArgumentError(absl::StrCat(
-            "--duration: expected a positive duration such as 10s, got \"", value, "\""));
-      }
-    } else if (name == "sync_wait") {
-      if (s = need_value(); s.ok() && (!absl::ParseDuration(value, &o.sync_wait) ||
-                                       o.sync_wait <= absl::ZeroDuration())) {
-        s = absl::InvalidArgumentError(absl::StrCat(
-            "--sync_wait: expected a positive duration such as 5m, got \"", value, "\""));
-      }
-    } else if (name == "queue") {
-      s = need_value();
-      o.queue = value;
-    } else if (name == "adders") {
-      s = ParseInt(name, value, 0, 64, &o.adders);
-    } else if (name == "add_rate") {
-      s = ParseRate(name, value, &o.add_rate);
-    } else if (name == "add_batch") {
-      s = ParseInt(name, value, 1, 10000, &o.add_batch);
-    } else if (name == "keys") {
-      s = ParseInt(name, value, 1, 100000000, &o.keys);
-    } else if (name == "prefill") {
-      s = ParseBool(name, value, &o.prefill);
-    } else if (name == "workers") {
-      s = ParseInt(name, value, 0, 1000, &o.workers);
-      workers_given = true;
-    } else if (name == "batch") {
-      s = ParseInt(name, value, 1, 100000, &o.batch);
-    } else if (name == "in_flight") {
-      s = ParseInt(name, value, 1, 100000, &o.in_flight);
-      in_flight_given = true;
-    } else if (name == "delete_queue") {
-      s = ParseBool(name, value, &o.delete_queue);
-    } else if (name == "objects") {
-      s = ParseBool(name, value, &o.objects);
-    } else if (name == "informer") {
-      s = need_value();
-      o.informer = value;
-    } else if (name == "resource") {
-      s = need_value();
-      o.resource = value;
-    } else if (name == "namespace") {
-      s = need_value();
-      o.namespace_ = value;
-    } else if (name == "cluster") {
-      s = need_value();
-      o.cluster = value;
-    } else if (name == "bind") {
-      s = ParseBool(name, value, &o.bind);
-    } else if (name == "subscribers") {
-      s = ParseInt(name, value, 0, 10000, &o.subscribers);
-    } else if (name == "get_rate") {
-      s = ParseRate(name, value, &o.get_rate);
-    } else if (name == "get_key") {
-      s = need_value();
-      o.get_key = value;
-    } else if (name == "lists") {
-      s = ParseInt(name, value, 0, 100000, &o.lists);
-    } else if (name == "apiserver") {
-      s = need_value();
-      o.apiserver = value;
-    } else if (name == "change_rate") {
-      s = ParseRate(name, value, &o.change_rate);
-    } else if (name == "change_objects") {
-      s = ParseInt(name, value, 1, 1000000, &o.change_objects);
-    } else if (name == "churn") {
-      s = ParseBool(name, value, &o.churn);
-    } else if (name == "change_threads") {
-      s = ParseInt(name, value, 1, 64, &o.change_threads);
-    } else if (name == "compress") {
-      s = ParseBool(name, value, &o.compress);
-    } else if (name == "json") {
-      s = ParseBool(name, value, &o.json);
-    } else {
-      s = absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
+// The flags, checked one by one and together; errors name the flag (base/flags.h).
+absl::StatusOr<Options> OptionsFromFlags() {
+  for (const absl::Status& s :
+       {CheckPositive(FLAGS_duration), CheckPositive(FLAGS_sync_wait),
+        CheckRange(FLAGS_adders, 0, 64), CheckRate(FLAGS_add_rate),
+        CheckRange(FLAGS_add_batch, 1, 10000), CheckRange(FLAGS_keys, 1, 100000000),
+        CheckRange(FLAGS_batch, 1, 100000), CheckRange(FLAGS_subscribers, 0, 10000),
+        CheckRate(FLAGS_get_rate), CheckRange(FLAGS_lists, 0, 100000), CheckRate(FLAGS_change_rate),
+        CheckRange(FLAGS_change_objects, 1, 1000000), CheckRange(FLAGS_change_threads, 1, 64)}) {
     if (!s.ok()) return s;
   }
-  if (!in_flight_given) o.in_flight = o.batch;
+  Options o;
+  o.target = absl::GetFlag(FLAGS_target);
+  absl::StatusOr<std::string> tls_ca = ReadFlagFile(FLAGS_tls_ca);
+  if (!tls_ca.ok()) return tls_ca.status();
+  o.tls_ca = *std::move(tls_ca);
+  absl::StatusOr<std::string> token = ReadFlagFile(FLAGS_token_file);
+  if (!token.ok()) return token.status();
+  o.token = std::string(absl::StripAsciiWhitespace(*token));
+  o.duration = absl::GetFlag(FLAGS_duration);
+  o.sync_wait = absl::GetFlag(FLAGS_sync_wait);
+  o.queue = absl::GetFlag(FLAGS_queue);
+  o.adders = absl::GetFlag(FLAGS_adders);
+  o.add_rate = absl::GetFlag(FLAGS_add_rate);
+  o.add_batch = absl::GetFlag(FLAGS_add_batch);
+  o.keys = absl::GetFlag(FLAGS_keys);
+  o.prefill = absl::GetFlag(FLAGS_prefill);
   // Without a queue the default worker is not wanted (an explicit --workers still needs one).
-  if (o.queue.empty() && !workers_given) o.workers = 0;
-  if (o.target.empty()) return absl::InvalidArgumentError("--target: required (host:port)");
+  o.workers = absl::GetFlag(FLAGS_workers).value_or(o.queue.empty() ? 0 : 1);
+  if (o.workers < 0 || o.workers > 1000) return IllegalValue(FLAGS_workers, "expected 0..1000");
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.in_flight = absl::GetFlag(FLAGS_in_flight).value_or(o.batch);
+  if (o.in_flight < o.batch || o.in_flight > 100000) {
+    return IllegalValue(FLAGS_in_flight, "must be at least --batch (and at most 100000)");
+  }
+  o.delete_queue = absl::GetFlag(FLAGS_delete_queue);
+  o.objects = absl::GetFlag(FLAGS_objects);
+  o.informer = absl::GetFlag(FLAGS_informer);
+  o.resource = absl::GetFlag(FLAGS_resource);
+  o.namespace_ = absl::GetFlag(FLAGS_namespace);
+  o.cluster = absl::GetFlag(FLAGS_cluster);
+  o.bind = absl::GetFlag(FLAGS_bind);
+  o.subscribers = absl::GetFlag(FLAGS_subscribers);
+  o.get_rate = absl::GetFlag(FLAGS_get_rate);
+  o.get_key = absl::GetFlag(FLAGS_get_key);
+  o.lists = absl::GetFlag(FLAGS_lists);
+  o.apiserver = absl::GetFlag(FLAGS_apiserver);
+  o.change_rate = absl::GetFlag(FLAGS_change_rate);
+  o.change_objects = absl::GetFlag(FLAGS_change_objects);
+  o.change_threads = absl::GetFlag(FLAGS_change_threads);
+  o.churn = absl::GetFlag(FLAGS_churn);
+  o.compress = absl::GetFlag(FLAGS_compress);
+  o.json = absl::GetFlag(FLAGS_json);
+
+  if (o.target.empty()) return MissingFlag(FLAGS_target, "informerd's host:port or unix:///path");
   if (!o.token.empty() && o.tls_ca.empty()) {
-    return absl::InvalidArgumentError("--token_file: needs --tls_ca (tokens travel over TLS only)");
+    return IllegalValue(FLAGS_token_file, "needs --tls_ca (tokens travel over TLS only)");
   }
-  if (o.in_flight < o.batch) {
-    return absl::InvalidArgumentError("--in_flight: must be at least --batch");
-  }
-  const bool queue_load = o.workers > 0 || o.adders > 0 || o.prefill;
-  if (queue_load && o.queue.empty() && (o.workers > 0 || o.prefill)) {
-    return absl::InvalidArgumentError(
-        "--queue: required with --workers > 0 or --prefill (or pass --workers=0 --adders=0)");
+  if (o.queue.empty() && (o.workers > 0 || o.prefill)) {
+    return MissingFlag(FLAGS_queue,
+                       "required with --workers > 0 or --prefill (or pass --workers=0 --adders=0)");
   }
   if (o.queue.empty()) o.adders = 0;
   if (!o.informer.empty() && !o.resource.empty()) {
-    return absl::InvalidArgumentError("--informer and --resource: give one, not both");
+    return IllegalValue(FLAGS_informer, "give --informer or --resource, not both");
   }
   const bool has_informer = !o.informer.empty() || !o.resource.empty();
   if ((o.subscribers > 0 || o.get_rate > 0 || !o.get_key.empty() || o.lists > 0 || o.bind ||
        o.objects) &&
       !has_informer) {
-    return absl::InvalidArgumentError(
-        "--subscribers, --get_rate, --get_key, --lists, --bind and --objects need --informer or "
-        "--resource");
+    return MissingFlag(FLAGS_informer,
+                       "--subscribers, --get_rate, --get_key, --lists, --bind and --objects need "
+                       "--informer or --resource");
   }
   if (o.get_rate > 0 && o.get_key.empty()) {
-    return absl::InvalidArgumentError("--get_rate: needs --get_key=NAMESPACE/NAME");
+    return MissingFlag(FLAGS_get_key, "--get_rate needs --get_key=NAMESPACE/NAME");
   }
-  if (o.bind && o.queue.empty()) return absl::InvalidArgumentError("--bind: needs --queue");
+  if (o.bind && o.queue.empty()) return MissingFlag(FLAGS_queue, "--bind needs --queue");
   if (o.compress && o.resource.empty()) {
-    return absl::InvalidArgumentError("--compress: needs --resource (it is the informer's spec)");
+    return MissingFlag(FLAGS_resource, "--compress needs --resource (it is the informer's spec)");
   }
   if (o.change_rate > 0 && o.apiserver.empty()) {
-    return absl::InvalidArgumentError("--change_rate: needs --apiserver=http://HOST:PORT");
+    return MissingFlag(FLAGS_apiserver, "--change_rate needs --apiserver=http://HOST:PORT");
   }
   if (o.churn && (o.change_rate <= 0 || o.bind)) {
-    return absl::InvalidArgumentError("--churn: needs --change_rate, and times Watch events only "
-                                      "(not with --bind)");
+    return IllegalValue(FLAGS_churn,
+                        "needs --change_rate, and times Watch events only (not with --bind)");
   }
   if (!o.apiserver.empty()) {
     if (!absl::StartsWith(o.apiserver, "http://")) {
-      return absl::InvalidArgumentError("--apiserver: expected http://HOST:PORT");
+      return IllegalValue(FLAGS_apiserver, "expected http://HOST:PORT");
     }
     if (o.namespace_.empty()) {
-      return absl::InvalidArgumentError("--apiserver: needs --namespace for its ConfigMaps");
+      return MissingFlag(FLAGS_namespace, "--apiserver needs --namespace for its ConfigMaps");
     }
   }
   return o;
 }
-
-constexpr char kUsage[] =
-    "usage: load --target=HOST:PORT [--duration=10s] [--queue=NAME --workers=N --batch=N "
-    "--adders=N --add_rate=R --keys=N --prefill] [--resource=v1/configmaps --namespace=NS | "
-    "--informer=ID] [--compress] [--objects] [--subscribers=N --sync_wait=D] [--get_rate=R --get_key=NS/NAME] [--lists=N] "
-    "[--bind] "
-    "[--apiserver=http://HOST:PORT --change_rate=R] [--json]\n"
-    "(the comment at the top of bench/load.cc describes every flag)\n";
 
 // ---- Shared state ---------------------------------------------------------------------------
 
@@ -1240,9 +1169,11 @@ class Load {
       }
     }
     if (!o_.queue.empty()) {
-      std::printf("  queue %s: %d workers, batch %d, in flight %d; %llu keys added\n",
+      std::printf("  queue %s: %d workers, batch %d, in flight %d; %llu keys added%s\n",
                   o_.queue.c_str(), o_.workers, o_.batch, o_.in_flight,
-                  static_cast<unsigned long long>(counters_.added.load()));
+                  static_cast<unsigned long long>(counters_.added.load()),
+                  prefilled_ > 0 ? absl::StrCat(" (and ", prefilled_, " before the run)").c_str()
+                                 : "");
     }
     if (!o_.informer.empty()) {
       std::printf("  informer %s: %llu objects\n", o_.informer.c_str(),
@@ -1346,16 +1277,14 @@ class Load {
 
 int main(int argc, char** argv) {
   signal(SIGPIPE, SIG_IGN);
-  absl::StatusOr<informerd::bench::Options> options =
-      informerd::bench::ParseOptions(argc, argv);
-  if (!options.ok()) {
-    if (absl::IsCancelled(options.status())) {
-      std::fputs(informerd::bench::kUsage, stdout);
-      return 0;
-    }
-    std::fprintf(stderr, "load: %s\n%s", std::string(options.status().message()).c_str(),
-                 informerd::bench::kUsage);
-    return 2;
-  }
+  informerd::ParseFlags(
+      argc, argv,
+      "a load generator for a running informerd: adds keys to a queue and drains them through "
+      "Work streams, watches and reads an informer, makes changes on the API server; prints a "
+      "progress line each second and a summary table (or --json).\n\n"
+      "  load --target=127.0.0.1:7470 --queue=load --duration=30s --add_rate=50000 --workers=4\n"
+      "  load --target=127.0.0.1:7470 --resource=v1/configmaps --namespace=demo --subscribers=100");
+  absl::StatusOr<informerd::bench::Options> options = informerd::bench::OptionsFromFlags();
+  if (!options.ok()) return informerd::FlagError(options.status());
   return informerd::bench::Load(*std::move(options)).Run();
 }

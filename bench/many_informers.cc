@@ -16,12 +16,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "base/flags.h"
 #include "bench/latency_histogram.h"
 #include "grpcpp/grpcpp.h"
 #include "informerd/v1/informers.grpc.pb.h"
@@ -46,12 +45,12 @@ int Run() {
   const int n = absl::GetFlag(FLAGS_informers);
   const int concurrency = absl::GetFlag(FLAGS_concurrency);
   const absl::Duration timeout = absl::GetFlag(FLAGS_timeout);
-  if (target.empty()) return Fail("--target: required (host:port)");
-  if (n < 1 || n > 100000) return Fail(absl::StrCat("--informers: expected 1..100000, got ", n));
-  if (concurrency < 1 || concurrency > 1024) {
-    return Fail(absl::StrCat("--concurrency: expected 1..1024, got ", concurrency));
+  if (target.empty()) return FlagError(MissingFlag(FLAGS_target, "the daemon's host:port"));
+  for (const absl::Status& s :
+       {CheckRange(FLAGS_informers, 1, 100000), CheckRange(FLAGS_concurrency, 1, 1024),
+        CheckPositive(FLAGS_timeout)}) {
+    if (!s.ok()) return FlagError(s);
   }
-  if (timeout <= absl::ZeroDuration()) return Fail("--timeout: must be positive");
 
   std::shared_ptr<grpc::Channel> channel =
       grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
@@ -128,8 +127,8 @@ int Run() {
 }  // namespace informerd::bench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Ensures --informers informers on a running informerd at once and times their sync.");
-  absl::ParseCommandLine(argc, argv);
+  informerd::ParseFlags(
+      argc, argv,
+      "ensures --informers informers on a running informerd at once and times their sync.");
   return informerd::bench::Run();
 }

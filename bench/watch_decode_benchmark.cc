@@ -10,6 +10,7 @@
 // 100 objects, fed to the decoder in 16 KiB chunks (what curl hands over).
 //
 //   watch_decode_benchmark --write_streams=DIR   writes DIR/<kind>-<size>.jsonl and exits.
+//   watch_decode_benchmark --benchmark_filter=Pod   Google Benchmark's --benchmark_* flags.
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -17,12 +18,20 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "base/flags.h"
 #include "benchmark/benchmark.h"
 #include "bench/metadata_floor.h"
 #include "bench/pods.h"
 #include "client/watch_decoder.h"
 #include "simdjson.h"
+
+ABSL_FLAG(int, chunk_bytes, 16 << 10,
+          "Bytes fed to the decoder at a time (1..16777216; curl hands over 16 KiB).");
+ABSL_FLAG(std::string, write_streams, "",
+          "Write the generated streams to DIR/<kind>-<size>.jsonl and exit (no benchmark runs).");
 
 namespace informerd::client {
 namespace {
@@ -30,7 +39,6 @@ namespace {
 using bench::SizedPod;
 
 constexpr size_t kStreamBytes = 8 << 20;
-constexpr size_t kChunk = 16 << 10;
 
 std::string Filler(size_t n, int seed) {
   std::string s(n, 'a');
@@ -78,12 +86,13 @@ size_t CountLines(const std::string& s) {
 // drops the version it replaces, so memory stays level): the Objects die there.
 void BM_Decode(benchmark::State& state, const std::string& kind) {
   const std::string& stream = Stream(kind, state.range(0));
+  const size_t chunk = absl::GetFlag(FLAGS_chunk_bytes);
   std::vector<WatchEvent> events;
   size_t decoded = 0;
   for (auto _ : state) {
     auto decoder = WatchDecoder::Create().value();
-    for (size_t at = 0; at < stream.size(); at += kChunk) {
-      absl::Status s = decoder->Feed(absl::string_view(stream).substr(at, kChunk), &events);
+    for (size_t at = 0; at < stream.size(); at += chunk) {
+      absl::Status s = decoder->Feed(absl::string_view(stream).substr(at, chunk), &events);
       if (!s.ok()) {
         state.SkipWithError(std::string(s.message()).c_str());
         return;
@@ -180,14 +189,25 @@ int WriteStreams(const std::string& dir) {
 }  // namespace informerd::client
 
 int main(int argc, char** argv) {
-  const char kFlag[] = "--write_streams=";
+  // Google Benchmark takes its --benchmark_* flags; Abseil's parser the rest (--help lists them).
+  std::vector<char*> benchmark_args = {argv[0]};
+  std::vector<char*> flag_args = {argv[0]};
   for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], kFlag, sizeof(kFlag) - 1) == 0) {
-      return informerd::client::WriteStreams(argv[i] + sizeof(kFlag) - 1);
-    }
+    (absl::StartsWith(argv[i], "--benchmark_") ? benchmark_args : flag_args).push_back(argv[i]);
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  informerd::ParseFlags(static_cast<int>(flag_args.size()), flag_args.data(),
+                        "decoding of recorded watch streams: informerd's WatchDecoder, its floor "
+                        "and simdjson's DOM. Google Benchmark's --benchmark_* flags (such as "
+                        "--benchmark_filter=REGEX) are taken too.");
+  if (absl::Status s = informerd::CheckRange(FLAGS_chunk_bytes, 1, 16 << 20); !s.ok()) {
+    return informerd::FlagError(s);
+  }
+  if (const std::string dir = absl::GetFlag(FLAGS_write_streams); !dir.empty()) {
+    return informerd::client::WriteStreams(dir);
+  }
+  int benchmark_argc = static_cast<int>(benchmark_args.size());
+  benchmark::Initialize(&benchmark_argc, benchmark_args.data());
+  if (benchmark::ReportUnrecognizedArguments(benchmark_argc, benchmark_args.data())) return 1;
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -1,7 +1,7 @@
 // A main for libFuzzer targets under Bazel (gcc, no libFuzzer): runs the target over every
 // file of the seed corpus directories given as arguments (relative to the runfiles), then over
 // deterministic mutations of them (truncations, bit flips, spliced pairs). `--flips=N` sets the
-// bit-flipped variants per seed (default 200; targets whose inputs are slow to run pass fewer). It finds no new
+// bit-flipped variants per seed (targets whose inputs are slow to run pass fewer). It finds no new
 // inputs — tools/fuzz does that — but keeps every seed and simple variants passing under
 // each sanitizer of `make test`.
 #include <dirent.h>
@@ -15,6 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "base/flags.h"
+
+ABSL_FLAG(int, flips, 200, "Bit-flipped variants run per seed (0..100000).");
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 namespace {
@@ -26,16 +31,19 @@ void Run(const std::string& input) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::vector<std::string> dirs;
+  informerd::ParseFlags(argc, argv,
+                        "runs a fuzz target over its seed corpora and their mutations: "
+                        "[--flips=N] CORPUS_DIR...",
+                        &dirs);
+  if (absl::Status s = informerd::CheckRange(FLAGS_flips, 0, 100000); !s.ok()) {
+    return informerd::FlagError(s);
+  }
+  const int flip_variants = absl::GetFlag(FLAGS_flips);
   std::vector<std::string> seeds;
-  int flip_variants = 200;
   const char* srcdir = std::getenv("TEST_SRCDIR");
   const char* workspace = std::getenv("TEST_WORKSPACE");
-  for (int i = 1; i < argc; ++i) {
-    std::string dir = argv[i];
-    if (dir.rfind("--flips=", 0) == 0) {
-      flip_variants = std::atoi(dir.c_str() + 8);
-      continue;
-    }
+  for (std::string dir : dirs) {
     if (srcdir != nullptr && workspace != nullptr) dir = std::string(srcdir) + "/" + workspace + "/" + dir;
     DIR* d = opendir(dir.c_str());
     if (d == nullptr) {

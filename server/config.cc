@@ -567,10 +567,11 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
   return absl::OkStatus();
 }
 
-absl::Status Validate(DaemonConfig* config, absl::string_view origin) {
-  static const std::set<std::string> kLevels = {"trace", "debug", "info", "warn", "error"};
-  if (!kLevels.count(config->log_level)) {
-    return Bad(origin, "logLevel", "must be one of trace, debug, info, warn, error");
+}  // namespace
+
+absl::Status ValidateConfig(DaemonConfig* config, absl::string_view origin) {
+  if (absl::StatusOr<spdlog::level::level_enum> l = ParseLogLevel(config->log_level); !l.ok()) {
+    return Bad(origin, "logLevel", l.status().message());
   }
   if (absl::StatusOr<LogFormat> f = ParseLogFormat(config->log_format); !f.ok()) {
     return Bad(origin, "logFormat", f.status().message());
@@ -599,8 +600,6 @@ absl::Status Validate(DaemonConfig* config, absl::string_view origin) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
 absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_view origin) {
   DaemonConfig config;
   YAML::Node root;
@@ -611,7 +610,7 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_vi
     return absl::InvalidArgumentError(
         absl::StrCat(origin, ":", e.mark.line + 1, ":", e.mark.column + 1, ": ", e.msg));
   }
-  if (absl::Status s = Validate(&config, origin); !s.ok()) return s;
+  if (absl::Status s = ValidateConfig(&config, origin); !s.ok()) return s;
   return config;
 }
 
@@ -619,156 +618,6 @@ absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path) {
   absl::StatusOr<std::string> text = client::ReadFile(path, /*max_bytes=*/16 << 20);
   if (!text.ok()) return text.status();
   return ParseConfig(*text, path);
-}
-
-std::string FlagsUsage() {
-  return R"(usage: informerd [flags]
-  --config=PATH            YAML config file (server/config.h documents it)
-  --listen=ADDR            gRPC address, host:port or unix:///path; repeatable (default 127.0.0.1:7470)
-  --metrics-listen=ADDR    HTTP /metrics, /healthz, /readyz ("" turns it off; default 127.0.0.1:7471)
-  --kubeconfig=PATH        one cluster named "default" from this kubeconfig (default $KUBECONFIG)
-  --context=NAME           the kubeconfig context (default: its current-context)
-  --in-cluster             one cluster named "default" from the pod's service account
-  --tls-cert=PATH --tls-key=PATH [--tls-client-ca=PATH]   TLS (and mTLS) on TCP listeners
-  --shutdown-grace=DUR     on SIGTERM, how long in-flight keys may take (default 30s)
-  --idle-timeout=DUR       free informers and queues created over the API after this long with
-                           no user (default 10m; 0: never)
-  --log-level=LEVEL        trace, debug, info, warn, error (default info)
-  --log-format=FORMAT      text (default) or json: one object per line, with queue, key, token
-                           and informer fields
-  --insecure-allow-unauthenticated
-                           serve every call with no authentication or authorization, TCP
-                           without TLS allowed: local development only
-  --leader-elect           run as one replica of a set: a Lease of the default cluster elects
-                           the leader, which alone serves Queues and Work
-  --leader-elect-resource-namespace=NS --leader-elect-resource-name=NAME
-                           the Lease (default: the pod's namespace or "default"; "informerd")
-  --leader-elect-identity=ID   the Lease's holderIdentity (default <hostname>_<random>)
-  --advertise-address=HOST:PORT  where clients reach this replica's gRPC
-  --leader-elect-lease-duration=DUR --leader-elect-renew-deadline=DUR
-  --leader-elect-retry-period=DUR  client-go's timings (defaults 15s, 10s, 2s)
-)";
-}
-
-absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help) {
-  *help = false;
-  std::vector<std::pair<std::string, std::string>> flags;
-  static const std::set<std::string> kBoolean = {"in-cluster", "help",
-                                                 "insecure-allow-unauthenticated", "leader-elect"};
-  static const std::set<std::string> kKnown = {
-      "config",   "listen",   "metrics-listen", "kubeconfig",    "context",        "in-cluster",
-      "tls-cert", "tls-key",  "tls-client-ca",  "shutdown-grace", "log-level",      "log-format", "help",
-      "idle-timeout", "insecure-allow-unauthenticated", "leader-elect",
-      "leader-elect-resource-namespace", "leader-elect-resource-name", "leader-elect-identity",
-      "advertise-address", "leader-elect-lease-duration", "leader-elect-renew-deadline",
-      "leader-elect-retry-period"};
-  for (size_t i = 0; i < args.size(); ++i) {
-    absl::string_view arg = args[i];
-    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
-      return absl::InvalidArgumentError(absl::StrCat("unexpected argument \"", args[i], "\""));
-    }
-    std::string name(arg), value;
-    const size_t eq = name.find('=');
-    if (eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name.resize(eq);
-    } else if (kBoolean.count(name)) {
-      value = "true";
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value"));
-    }
-    if (!kKnown.count(name)) {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name, " (see --help)"));
-    }
-    if (name == "help") {
-      *help = true;
-      return DaemonConfig{};
-    }
-    flags.emplace_back(name, value);
-  }
-  DaemonConfig config;
-  for (const auto& [name, value] : flags) {
-    if (name != "config") continue;
-    absl::StatusOr<DaemonConfig> loaded = LoadConfigFile(value);
-    if (!loaded.ok()) return loaded.status();
-    config = *std::move(loaded);
-  }
-  bool listen_given = false;
-  std::optional<ClusterConfig> flag_cluster;
-  for (const auto& [name, value] : flags) {
-    const std::string where = absl::StrCat("--", name);
-    if (name == "listen") {
-      if (!listen_given) config.listen.clear();
-      listen_given = true;
-      config.listen.push_back(value);
-    } else if (name == "metrics-listen") {
-      config.metrics_listen = value;
-    } else if (name == "kubeconfig" || name == "context" || name == "in-cluster") {
-      if (!flag_cluster) flag_cluster = ClusterConfig{.name = "default", .is_default = true};
-      if (name == "kubeconfig") flag_cluster->kubeconfig = value;
-      if (name == "context") flag_cluster->context = value;
-      if (name == "in-cluster") {
-        if (value != "true" && value != "false") {
-          return absl::InvalidArgumentError("--in-cluster: must be true or false");
-        }
-        flag_cluster->in_cluster = value == "true";
-      }
-    } else if (name == "tls-cert") {
-      config.tls.cert_file = value;
-    } else if (name == "tls-key") {
-      config.tls.key_file = value;
-    } else if (name == "tls-client-ca") {
-      config.tls.client_ca_file = value;
-    } else if (name == "shutdown-grace") {
-      absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
-      if (!d.ok()) return d.status();
-      config.shutdown_grace_period = *d;
-    } else if (name == "idle-timeout") {
-      absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
-      if (!d.ok()) return d.status();
-      config.idle_timeout = *d;
-    } else if (name == "log-level") {
-      config.log_level = value;
-    } else if (name == "log-format") {
-      config.log_format = value;
-    } else if (name == "insecure-allow-unauthenticated") {
-      if (value != "true" && value != "false") {
-        return absl::InvalidArgumentError(
-            "--insecure-allow-unauthenticated: must be true or false");
-      }
-      config.auth.insecure_allow_unauthenticated = value == "true";
-    } else if (name == "leader-elect") {
-      if (value != "true" && value != "false") {
-        return absl::InvalidArgumentError("--leader-elect: must be true or false");
-      }
-      config.leader_election.enabled = value == "true";
-    } else if (name == "leader-elect-resource-namespace") {
-      config.leader_election.lease_namespace = value;
-    } else if (name == "leader-elect-resource-name") {
-      config.leader_election.lease_name = value;
-    } else if (name == "leader-elect-identity") {
-      config.leader_election.identity = value;
-    } else if (name == "advertise-address") {
-      config.leader_election.advertise_address = value;
-    } else if (name == "leader-elect-lease-duration" || name == "leader-elect-renew-deadline" ||
-               name == "leader-elect-retry-period") {
-      absl::StatusOr<absl::Duration> d = Duration(value, "flags", where);
-      if (!d.ok()) return d.status();
-      (name == "leader-elect-lease-duration"    ? config.leader_election.lease_duration
-       : name == "leader-elect-renew-deadline" ? config.leader_election.renew_deadline
-                                                : config.leader_election.retry_period) = *d;
-    }
-  }
-  if (flag_cluster) {
-    if (flag_cluster->in_cluster && !flag_cluster->kubeconfig.empty()) {
-      return absl::InvalidArgumentError("--in-cluster: cannot be combined with --kubeconfig");
-    }
-    config.clusters = {*flag_cluster};
-  }
-  if (absl::Status s = Validate(&config, "flags"); !s.ok()) return s;
-  return config;
 }
 
 }  // namespace informerd

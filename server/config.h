@@ -1,8 +1,8 @@
 // DaemonConfig: what informerd runs — listen addresses, TLS, the clusters it talks to, and the
-// informers and queues it creates at start-up — read from a YAML file and overridden by flags.
+// informers and queues it creates at start-up — read from a YAML file, which the command line
+// names and overrides (server/flags.h).
 //
 //   absl::StatusOr<DaemonConfig> config = LoadConfigFile("/etc/informerd/config.yaml");
-//   absl::Status s = ApplyFlags(argc, argv, &*config);   // --listen, --kubeconfig, ...
 //
 // The file (every key optional; keys in lowerCamelCase):
 //
@@ -142,20 +142,9 @@ absl::StatusOr<DaemonConfig> ParseConfig(absl::string_view yaml, absl::string_vi
 // Reads and parses a file; NOT_FOUND / PERMISSION_DENIED naming it when it cannot be read.
 absl::StatusOr<DaemonConfig> LoadConfigFile(const std::string& path);
 
-// Command-line flags over a config (`--flag=value` or `--flag value`):
-//   --config=PATH (read first, then the other flags apply over it)  --listen=ADDR (repeatable;
-//   replaces the file's list)  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
-//   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
-//   --idle-timeout=DURATION  --log-level=LEVEL  --log-format=text|json
-//   --insecure-allow-unauthenticated
-//   --leader-elect  --leader-elect-resource-namespace/-name=NAME  --leader-elect-identity=ID
-//   --advertise-address=HOST:PORT  --leader-elect-lease-duration/-renew-deadline/-retry-period=DUR
-// --kubeconfig/--context/--in-cluster replace the configured clusters with one named "default".
-// INVALID_ARGUMENT naming an unknown flag or a bad value. `*help` is set for --help.
-absl::StatusOr<DaemonConfig> ConfigFromFlags(const std::vector<std::string>& args, bool* help);
-
-// The flags, for --help.
-std::string FlagsUsage();
+// Checks what ParseConfig checks after reading the keys (and fills the default listener); for a
+// config changed after it was parsed (server/flags.h). INVALID_ARGUMENT "<origin>: <key>: ...".
+absl::Status ValidateConfig(DaemonConfig* config, absl::string_view origin);
 
 }  // namespace informerd
 

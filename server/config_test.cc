@@ -25,14 +25,10 @@ TEST(ConfigTest, AnEmptyFileGivesTheDefaults) {
   EXPECT_EQ(c->idle_timeout, absl::Minutes(10));
 }
 
-TEST(ConfigTest, TheIdleTimeoutComesFromTheFileAndTheFlag) {
+TEST(ConfigTest, TheIdleTimeoutComesFromTheFile) {
   absl::StatusOr<DaemonConfig> c = ParseConfig("idleTimeout: 0s\n", "c.yaml");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->idle_timeout, absl::ZeroDuration());
-  bool help = false;
-  c = ConfigFromFlags({"--idle-timeout=90s"}, &help);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_EQ(c->idle_timeout, absl::Seconds(90));
   EXPECT_FALSE(ParseConfig("idleTimeout: soon\n", "c.yaml").ok());
 }
 
@@ -154,10 +150,6 @@ callerLimits: {informers: 3, queues: 4, streams: 5, inFlight: 6}
   EXPECT_EQ(c->auth.limits.streams, 5);
   EXPECT_EQ(c->auth.limits.in_flight, 6);
 
-  bool help = false;
-  c = ConfigFromFlags({"--insecure-allow-unauthenticated"}, &help);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->auth.insecure_allow_unauthenticated);
   c = ParseConfig("insecureAllowUnauthenticated: true\n", "c.yaml");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->auth.insecure_allow_unauthenticated);
@@ -182,10 +174,6 @@ TEST(ConfigTest, AuthenticationMistakesAreNamed) {
               HasSubstr("callerLimits.streams: must be in [1,"));
   EXPECT_THAT(Error("insecureAllowUnauthenticated: maybe").message(),
               HasSubstr("insecureAllowUnauthenticated: must be true or false"));
-  bool help = false;
-  EXPECT_THAT(
-      ConfigFromFlags({"--insecure-allow-unauthenticated=perhaps"}, &help).status().message(),
-      HasSubstr("--insecure-allow-unauthenticated: must be true or false"));
 }
 
 TEST(ConfigTest, AFileThatCannotBeReadIsNamed) {
@@ -194,47 +182,7 @@ TEST(ConfigTest, AFileThatCannotBeReadIsNamed) {
   EXPECT_THAT(s.message(), HasSubstr("/nonexistent/informerd.yaml"));
 }
 
-TEST(ConfigTest, FlagsApplyOverTheFile) {
-  const std::string path = ::testing::TempDir() + "/flags.yaml";
-  std::ofstream(path) << "listen: [\"127.0.0.1:1\"]\nclusters: [{name: a, kubeconfig: /a}]\n";
-  bool help = false;
-  absl::StatusOr<DaemonConfig> c = ConfigFromFlags(
-      {"--config", path, "--listen=127.0.0.1:2", "--listen", "unix:///tmp/s", "--kubeconfig=/b",
-       "--context=ctx", "--shutdown-grace=5s", "--metrics-listen=", "--log-format=json"},
-      &help);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_FALSE(help);
-  EXPECT_THAT(c->listen, ElementsAre("127.0.0.1:2", "unix:///tmp/s"));
-  ASSERT_EQ(c->clusters.size(), 1u);
-  EXPECT_EQ(c->clusters[0].name, "default");
-  EXPECT_EQ(c->clusters[0].kubeconfig, "/b");
-  EXPECT_EQ(c->clusters[0].context, "ctx");
-  EXPECT_EQ(c->shutdown_grace_period, absl::Seconds(5));
-  EXPECT_EQ(c->metrics_listen, "");
-  EXPECT_EQ(c->log_format, "json");
-}
-
-TEST(ConfigTest, BadFlagsAreNamed) {
-  bool help = false;
-  EXPECT_THAT(ConfigFromFlags({"--lisen=x"}, &help).status().message(),
-              HasSubstr("unknown flag --lisen"));
-  EXPECT_THAT(ConfigFromFlags({"--listen"}, &help).status().message(),
-              HasSubstr("--listen needs a value"));
-  EXPECT_THAT(ConfigFromFlags({"--shutdown-grace=later"}, &help).status().message(),
-              HasSubstr("--shutdown-grace"));
-  EXPECT_THAT(ConfigFromFlags({"--log-format=xml"}, &help).status().message(),
-              HasSubstr("\"xml\" is not text or json"));
-  EXPECT_THAT(ConfigFromFlags({"--in-cluster", "--kubeconfig=/x"}, &help).status().message(),
-              HasSubstr("cannot be combined"));
-  EXPECT_THAT(ConfigFromFlags({"stray"}, &help).status().message(),
-              HasSubstr("unexpected argument"));
-  EXPECT_THAT(ConfigFromFlags({"--config=/nonexistent.yaml"}, &help).status().message(),
-              HasSubstr("/nonexistent.yaml"));
-  ASSERT_TRUE(ConfigFromFlags({"--help"}, &help).ok());
-  EXPECT_TRUE(help);
-}
-
-TEST(ConfigTest, LeaderElectionFromTheFileAndKubesFlags) {
+TEST(ConfigTest, LeaderElectionFromTheFile) {
   absl::StatusOr<DaemonConfig> c = ParseConfig(R"(
 leaderElection:
   enabled: true
@@ -257,21 +205,6 @@ leaderElection:
   EXPECT_EQ(le.renew_deadline, absl::Seconds(20));
   EXPECT_EQ(le.retry_period, absl::Seconds(4));
 
-  bool help = false;
-  c = ConfigFromFlags({"--leader-elect", "--leader-elect-resource-namespace=ns",
-                       "--leader-elect-resource-name=n", "--leader-elect-identity=me",
-                       "--advertise-address=host:1", "--leader-elect-lease-duration=6s",
-                       "--leader-elect-renew-deadline=4s", "--leader-elect-retry-period=1s"},
-                      &help);
-  ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_TRUE(c->leader_election.enabled);
-  EXPECT_EQ(c->leader_election.lease_namespace, "ns");
-  EXPECT_EQ(c->leader_election.lease_name, "n");
-  EXPECT_EQ(c->leader_election.identity, "me");
-  EXPECT_EQ(c->leader_election.advertise_address, "host:1");
-  EXPECT_EQ(c->leader_election.lease_duration, absl::Seconds(6));
-  EXPECT_EQ(c->leader_election.renew_deadline, absl::Seconds(4));
-  EXPECT_EQ(c->leader_election.retry_period, absl::Seconds(1));
   // client-go's defaults.
   c = ParseConfig("leaderElection: {enabled: true}", "c.yaml");
   ASSERT_TRUE(c.ok());
@@ -296,11 +229,6 @@ TEST(ConfigTest, LeaderElectionMistakesAreNamed) {
               HasSubstr("leaderElection.leaseDuration"));
   EXPECT_THAT(Error("leaderElection: {enabled: true, advertiseAddress: nocolon}").message(),
               HasSubstr("leaderElection.advertiseAddress"));
-  bool help = false;
-  EXPECT_THAT(ConfigFromFlags({"--leader-elect=maybe"}, &help).status().message(),
-              HasSubstr("--leader-elect: must be true or false"));
-  EXPECT_THAT(ConfigFromFlags({"--leader-elect-retry-period=often"}, &help).status().message(),
-              HasSubstr("--leader-elect-retry-period"));
 }
 
 TEST(ConfigTest, TheDeployedConfigIsOneTheDaemonReads) {

@@ -131,8 +131,8 @@ absl::Status Daemon::Init() {
       return absl::InvalidArgumentError(absl::StrCat(
           "listen[", i, "] (", config_.listen[i],
           "): a TCP listener with authentication on needs TLS (bearer tokens must not cross the "
-          "network in clear): set tls.cert and tls.key (--tls-cert, --tls-key), or listen on a "
-          "unix socket, or pass --insecure-allow-unauthenticated for local development"));
+          "network in clear): set tls.cert and tls.key (--tls_cert, --tls_key), or listen on a "
+          "unix socket, or pass --insecure_allow_unauthenticated for local development"));
     }
   }
   {
@@ -144,7 +144,7 @@ absl::Status Daemon::Init() {
   }
   if (insecure) {
     spdlog::warn(
-        "--insecure-allow-unauthenticated: every caller may read every cached object (Secrets "
+        "--insecure_allow_unauthenticated: every caller may read every cached object (Secrets "
         "included) and use every queue, with no authentication or authorization. Local "
         "development only.");
   }

@@ -2,7 +2,7 @@
 // process and the fake API server:
 //   * churn: informers, bound and unbound queues, Watch and Work streams created and dropped
 //     round after round; after a warm-up the daemon's RSS, threads and /metrics series are flat;
-//   * idle freeing: with a short --idle-timeout, what the API created and nobody uses is freed
+//   * idle freeing: with a short --idle_timeout, what the API created and nobody uses is freed
 //     (NOT_FOUND with the reason), while the config's and those with a live stream stay.
 //
 // INFORMERD_CHURN_ROUNDS and INFORMERD_CHURN_SCALE lengthen the churn (`make soak`).
@@ -226,7 +226,7 @@ TEST(LifetimeTest, ChurnOfInformersQueuesAndStreamsLeavesMemoryThreadsAndSeriesF
   const int workers = 10 * scale;
   // Idle freeing off: the test frees everything itself.
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
-      {"--config=" + WriteConfig("churn", ClusterConfigYaml()), "--idle-timeout=0s"});
+      {"--config=" + WriteConfig("churn", ClusterConfigYaml()), "--idle_timeout=0s"});
   ASSERT_TRUE(d.ok()) << d.status();
   Api api(d->channel);
 
@@ -314,7 +314,7 @@ TEST(LifetimeTest, InformersShareTheDaemonsThreads) {
   // not grow with how many it runs. Before, each informer had two threads of its own.
   const int informers = kSanitized ? 60 : 200;
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
-      {"--config=" + WriteConfig("many", ClusterConfigYaml()), "--idle-timeout=0s"});
+      {"--config=" + WriteConfig("many", ClusterConfigYaml()), "--idle_timeout=0s"});
   ASSERT_TRUE(d.ok()) << d.status();
   Api api(d->channel);
   ASSERT_TRUE(SeedConfigMaps("many-0", 3).ok());
@@ -347,7 +347,7 @@ queues:
     sources: [{informerId: pinned}]
 )"));
   absl::StatusOr<DaemonProcess> d =
-      DaemonProcess::Start({"--config=" + config, "--idle-timeout=1s"});
+      DaemonProcess::Start({"--config=" + config, "--idle_timeout=1s"});
   ASSERT_TRUE(d.ok()) << d.status();
   Api api(d->channel);
 

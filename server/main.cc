@@ -1,5 +1,6 @@
-// informerd: the daemon. `informerd --help` lists the flags; server/config.h documents the
-// config file. On start it prints one line per listener, for people and for scripts:
+// informerd: the daemon. `informerd --help` lists the flags (server/flags.h); server/config.h
+// documents the config file. A bad flag or config ends it with "ERROR: ..." and status 1. On
+// start it prints one line per listener, for people and for scripts:
 //   grpc: 127.0.0.1:7470
 //   metrics: 127.0.0.1:7471
 // SIGTERM or SIGINT shuts it down gracefully (server/daemon.h); a second one ends it at once.
@@ -8,31 +9,22 @@
 
 #include <cstdio>
 #include <thread>
-#include <string>
-#include <vector>
 
+#include "base/flags.h"
 #include "base/log.h"
 #include "client/api_error.h"
-#include "server/config.h"
 #include "server/daemon.h"
+#include "server/flags.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  bool help = false;
-  absl::StatusOr<informerd::DaemonConfig> config = informerd::ConfigFromFlags(args, &help);
-  if (help) {
-    std::fputs(informerd::FlagsUsage().c_str(), stdout);
-    return 0;
-  }
-  if (!config.ok()) {
-    std::fprintf(stderr, "informerd: %s\n", std::string(config.status().message()).c_str());
-    return 2;
-  }
+  informerd::ParseFlags(argc, argv, informerd::kFlagsUsage);
+  absl::StatusOr<informerd::DaemonConfig> config = informerd::ConfigFromFlags();
+  if (!config.ok()) return informerd::FlagError(config.status());
   // Logs go to stderr; stdout carries only the address lines scripts read.
   spdlog::set_default_logger(spdlog::stderr_color_mt("informerd"));
-  spdlog::set_level(spdlog::level::from_str(config->log_level));
+  spdlog::set_level(*informerd::ParseLogLevel(config->log_level));  // validated
   informerd::SetLogFormat(*informerd::ParseLogFormat(config->log_format));  // validated
 
   // Signals are taken by sigwait below, not by whichever thread they hit.

@@ -48,12 +48,12 @@ def json_line(cmd):
 
 
 
-def start_daemon(binary, tmp, kubeconfig, flags=("--insecure-allow-unauthenticated",), name="informerd",
+def start_daemon(binary, tmp, kubeconfig, flags=("--insecure_allow_unauthenticated",), name="informerd",
                  prefix=()):
     config = os.path.join(tmp, f"{name}.yaml")
     with open(config, "w") as f:
         f.write(f'clusters: [{{name: fake, kubeconfig: "{kubeconfig}"}}]\n' if kubeconfig else "{}\n")
-    proc = subprocess.Popen([*prefix, binary, "--listen=127.0.0.1:0", "--metrics-listen=127.0.0.1:0",
+    proc = subprocess.Popen([*prefix, binary, "--listen=127.0.0.1:0", "--metrics_listen=127.0.0.1:0",
                              *flags, f"--config={config}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     addr = None
     proc.metrics_addr = None
@@ -136,7 +136,7 @@ def pod(i):
     env.append({"name": "POD_IP", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}})
     container = lambda n, image: {
         "name": n, "image": image, "imagePullPolicy": "IfNotPresent",
-        "args": ["--port=8080", "--log-level=info", f"--shard={i % 16}"],
+        "args": ["--port=8080", "--log_level=info", f"--shard={i % 16}"],
         "env": env,
         "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"},
                   {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],

@@ -98,9 +98,9 @@ SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                          ", user: local-user}]\n", "authorization: {allowTTL: ", ttl_text,
                          ", denyTTL: ", ttl_text, ", reviewTimeout: 1s}\n", extra_yaml));
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
-      {"--config=" + config, "--listen=127.0.0.1:0", "--listen=unix://" + socket,
-       "--tls-cert=" + Pki().server_cert, "--tls-key=" + Pki().server_key,
-       "--tls-client-ca=" + Pki().ca},
+      {"--config=" + config, "--listen=127.0.0.1:0,unix://" + socket,
+       "--tls_cert=" + Pki().server_cert, "--tls_key=" + Pki().server_key,
+       "--tls_client_ca=" + Pki().ca},
       /*secure=*/true);
   EXPECT_TRUE(d.ok()) << d.status();
   return {*std::move(d), socket};
@@ -446,7 +446,7 @@ TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {
       ::informerd::testing::Subprocess::Start(
           {"/bin/sh", "-c",
            absl::StrCat("exec '", ::informerd::testing::Runfile("server/informerd"),
-                        "' --listen=127.0.0.1:0 --metrics-listen= 2>&1")});
+                        "' --listen=127.0.0.1:0 --metrics_listen= 2>&1")});
   ASSERT_TRUE(p.ok());
   absl::StatusOr<std::string> out = (*p)->ReadUntil("informerd: ", absl::Seconds(20));
   absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(20));
@@ -454,7 +454,7 @@ TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {
   EXPECT_NE(*code, 0);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(*out, HasSubstr("needs TLS"));
-  EXPECT_THAT(*out, HasSubstr("--insecure-allow-unauthenticated"));
+  EXPECT_THAT(*out, HasSubstr("--insecure_allow_unauthenticated"));
 }
 
 }  // namespace

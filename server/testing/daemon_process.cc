@@ -38,8 +38,8 @@ int64_t ProcStatusField(pid_t pid, absl::string_view key) {
 
 absl::StatusOr<DaemonProcess> DaemonProcess::Start(const std::vector<std::string>& flags,
                                                    bool secure) {
-  std::vector<std::string> argv = {Runfile("server/informerd"), "--metrics-listen=127.0.0.1:0"};
-  if (!secure) argv.push_back("--insecure-allow-unauthenticated");
+  std::vector<std::string> argv = {Runfile("server/informerd"), "--metrics_listen=127.0.0.1:0"};
+  if (!secure) argv.push_back("--insecure_allow_unauthenticated");
   bool listen_given = false;
   for (const std::string& f : flags) listen_given |= absl::StartsWith(f, "--listen");
   if (!listen_given) argv.push_back("--listen=127.0.0.1:0");

@@ -26,8 +26,8 @@
 namespace informerd::testing {
 
 struct DaemonProcess {
-  // Runs server/informerd with `flags` (plus --metrics-listen=127.0.0.1:0, --listen=127.0.0.1:0
-  // unless a --listen is given, and --insecure-allow-unauthenticated unless `secure`: tests of
+  // Runs server/informerd with `flags` (plus --metrics_listen=127.0.0.1:0, --listen=127.0.0.1:0
+  // unless a --listen is given, and --insecure_allow_unauthenticated unless `secure`: tests of
   // authentication pass their own TLS and cluster flags).
   static absl::StatusOr<DaemonProcess> Start(const std::vector<std::string>& flags,
                                              bool secure = false);

@@ -13,45 +13,47 @@
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
-#include <map>
 #include <string>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
+#include "base/flags.h"
 #include "grpcpp/grpcpp.h"
 #include "informerd/v1/work.grpc.pb.h"
 
+ABSL_FLAG(std::string, target, "", "The daemon's gRPC address (required).");
+ABSL_FLAG(std::string, queue, "", "The queue to work on (required).");
+ABSL_FLAG(int, max_in_flight, 1, "Keys held at once (1..10000).");
+ABSL_FLAG(bool, answer, false, "Answer each key with SUCCESS instead of holding it.");
+ABSL_FLAG(int, hold_ms, 0, "With --answer: reconcile each batch this long first (0..600000).");
+
 int main(int argc, char** argv) {
-  std::map<std::string, std::string> flags;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (!absl::StartsWith(arg, "--")) continue;
-    const size_t eq = arg.find('=');
-    flags[arg.substr(2, eq == std::string::npos ? std::string::npos : eq - 2)] =
-        eq == std::string::npos ? "1" : arg.substr(eq + 1);
+  informerd::ParseFlags(argc, argv,
+                        "a worker process for end-to-end tests: holds (or answers) the keys of "
+                        "one Work stream, printing each.");
+  if (absl::GetFlag(FLAGS_target).empty()) {
+    return informerd::FlagError(informerd::MissingFlag(FLAGS_target, "host:port"));
   }
-  uint32_t max_in_flight = 1;
-  if (flags.count("max_in_flight") && !absl::SimpleAtoi(flags["max_in_flight"], &max_in_flight)) {
-    std::fprintf(stderr, "hold_worker: bad --max_in_flight\n");
-    return 2;
+  if (absl::GetFlag(FLAGS_queue).empty()) {
+    return informerd::FlagError(informerd::MissingFlag(FLAGS_queue, "the queue's name"));
   }
-  const bool answer = flags.count("answer") > 0;
-  int hold_ms = 0;
-  if (flags.count("hold_ms") && !absl::SimpleAtoi(flags["hold_ms"], &hold_ms)) {
-    std::fprintf(stderr, "hold_worker: bad --hold_ms\n");
-    return 2;
+  for (const absl::Status& s : {informerd::CheckRange(FLAGS_max_in_flight, 1, 10000),
+                                informerd::CheckRange(FLAGS_hold_ms, 0, 600000)}) {
+    if (!s.ok()) return informerd::FlagError(s);
   }
+  const uint32_t max_in_flight = absl::GetFlag(FLAGS_max_in_flight);
+  const bool answer = absl::GetFlag(FLAGS_answer);
+  const int hold_ms = absl::GetFlag(FLAGS_hold_ms);
   auto now_ns = [] {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return static_cast<long long>(ts.tv_sec) * 1000000000LL + ts.tv_nsec;
   };
-  auto channel = grpc::CreateChannel(flags["target"], grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_target), grpc::InsecureChannelCredentials());
   auto stub = informerd::v1::Work::NewStub(channel);
   grpc::ClientContext context;
   auto stream = stub->Process(&context);
   informerd::v1::ProcessRequest start;
-  start.mutable_start()->set_queue(flags["queue"]);
+  start.mutable_start()->set_queue(absl::GetFlag(FLAGS_queue));
   start.mutable_start()->set_max_in_flight(max_in_flight);
   start.mutable_start()->set_worker_name("hold_worker");
   if (!stream->Write(start)) {

@@ -56,7 +56,7 @@ class Env:
     daemon: Daemon
     pki: Pki
     ca: KeyPair  # signs the daemon's serving certificate (clients trust it)
-    client_ca: KeyPair  # the daemon's --tls-client-ca
+    client_ca: KeyPair  # the daemon's --tls_client_ca
     other_ca: KeyPair  # a CA the daemon does not trust
     tls_args: list[str]
     admin_token: str  # the testing server's admin (system:masters)
@@ -160,9 +160,9 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     client_ca = pki.ca("client-ca")
     other_ca = pki.ca("other-ca")
     tls_args = [
-        f"--tls-cert={server.cert}",
-        f"--tls-key={server.key}",
-        f"--tls-client-ca={client_ca.cert}",
+        f"--tls_cert={server.cert}",
+        f"--tls_key={server.key}",
+        f"--tls_client_ca={client_ca.cert}",
     ]
     with KubeApiServer.start(d / "kube") as kube_server:
         asyncio.run(_seed(kube_server))

@@ -75,9 +75,9 @@ def mtls_daemon(fake_apiserver: FakeApiServer, pki: Pki, tmp_path: Path) -> Iter
         fake_apiserver.kubeconfig,
         tmp_path,
         extra_args=[
-            f"--tls-cert={pki.server_cert}",
-            f"--tls-key={pki.server_key}",
-            f"--tls-client-ca={pki.ca}",
+            f"--tls_cert={pki.server_cert}",
+            f"--tls_key={pki.server_key}",
+            f"--tls_client_ca={pki.ca}",
         ],
     )
     try:

@@ -315,7 +315,7 @@ def tls_args(replica_set: ReplicaSet, tmp_path: Path) -> list[str]:
         "client_key": client.key,
         "server_name": "informerd.test",
     }
-    return [f"--tls-cert={server.cert}", f"--tls-key={server.key}", f"--tls-client-ca={ca.cert}"]
+    return [f"--tls_cert={server.cert}", f"--tls_key={server.key}", f"--tls_client_ca={ca.cert}"]
 
 
 async def test_the_leader_is_reached_with_the_same_tls_options(

@@ -1,4 +1,4 @@
-"""The daemon's logs as log pipelines read them: with --log-format=json every line of its stderr
+"""The daemon's logs as log pipelines read them: with --log_format=json every line of its stderr
 is one JSON object, and a failed reconcile carries the queue, worker, key, token and error as
 fields; the default text format carries the same fields as key=value."""
 
@@ -32,7 +32,7 @@ async def test_json_logs_are_one_object_per_line_with_fields(
     fake_apiserver: FakeApiServer, tmp_path: Path
 ) -> None:
     with Daemon.start(
-        fake_apiserver.kubeconfig, tmp_path, extra_args=["--log-format=json"]
+        fake_apiserver.kubeconfig, tmp_path, extra_args=["--log_format=json"]
     ) as daemon:
         token = await fail_one_reconcile(daemon)
         lines = daemon.log.read_text().splitlines()
@@ -64,4 +64,4 @@ def test_a_bad_log_format_stops_start_up_naming_it(
     fake_apiserver: FakeApiServer, tmp_path: Path
 ) -> None:
     with pytest.raises(RuntimeError, match='"xml" is not text or json'):
-        Daemon.start(fake_apiserver.kubeconfig, tmp_path, extra_args=["--log-format=xml"])
+        Daemon.start(fake_apiserver.kubeconfig, tmp_path, extra_args=["--log_format=xml"])

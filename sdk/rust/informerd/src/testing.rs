@@ -755,7 +755,7 @@ impl Drop for KubeApiServer {
     }
 }
 
-/// Leader election for [`Daemon::start_replica`] (the `--leader-elect*` flags, kube's names).
+/// Leader election for [`Daemon::start_replica`] (the `--leader_elect*` flags, kube's names).
 ///
 /// Daemons started with equal `namespace`/`name` form a replica set on that Lease, in the
 /// default cluster, whose namespace must exist. Each daemon is named `replica-<port>` unless
@@ -810,7 +810,7 @@ impl LeaderElection {
         )
     }
 
-    /// `--leader-elect-lease-duration`, `-renew-deadline` and `-retry-period`.
+    /// `--leader_elect_lease_duration`, `-renew-deadline` and `-retry-period`.
     pub fn timings(
         mut self,
         lease_duration: Duration,
@@ -841,19 +841,19 @@ impl LeaderElection {
 
     fn args(&self, identity: &str, advertise_address: &str) -> Vec<String> {
         let mut args = vec![
-            "--leader-elect".to_string(),
-            format!("--leader-elect-resource-namespace={}", self.namespace),
-            format!("--leader-elect-resource-name={}", self.name),
-            format!("--leader-elect-identity={identity}"),
-            format!("--advertise-address={advertise_address}"),
+            "--leader_elect".to_string(),
+            format!("--leader_elect_resource_namespace={}", self.namespace),
+            format!("--leader_elect_resource_name={}", self.name),
+            format!("--leader_elect_identity={identity}"),
+            format!("--advertise_address={advertise_address}"),
         ];
         for (flag, value) in [
-            ("lease-duration", self.lease_duration),
-            ("renew-deadline", self.renew_deadline),
-            ("retry-period", self.retry_period),
+            ("lease_duration", self.lease_duration),
+            ("renew_deadline", self.renew_deadline),
+            ("retry_period", self.retry_period),
         ] {
             if let Some(d) = value {
-                args.push(format!("--leader-elect-{flag}={}", duration_flag(d)));
+                args.push(format!("--leader_elect_{flag}={}", duration_flag(d)));
             }
         }
         args
@@ -908,9 +908,10 @@ impl Daemon {
         Daemon::start_with(kubeconfig, &[]).await
     }
 
-    /// Starts informerd with extra flags, e.g. `--listen=unix:///path` (listeners add up) or
-    /// `--idle-timeout=0`. It runs in local-development mode (`--insecure-allow-unauthenticated`)
-    /// unless `args` bring TLS (`--tls-cert`), as tests of authentication do.
+    /// Starts informerd with extra flags, e.g. `--listen=unix:///path` (a listener beside the
+    /// TCP one) or `--idle_timeout=0`. It runs in local-development mode
+    /// (`--insecure_allow_unauthenticated`) unless `args` bring TLS (`--tls_cert`), as tests of
+    /// authentication do.
     pub async fn start_with(kubeconfig: &Path, args: &[&str]) -> Result<Daemon> {
         Daemon::launch_first(kubeconfig, "127.0.0.1:0".into(), None, args).await
     }
@@ -947,16 +948,27 @@ impl Daemon {
             bin.display().to_string(),
             format!("--kubeconfig={}", kubeconfig.display()),
         ];
-        all.push(format!("--listen={listen}"));
-        all.push("--metrics-listen=127.0.0.1:0".into());
+        // `--listen` takes a comma-separated list (the last `--listen` given wins), so the
+        // listeners `args` add join the TCP one.
+        let extra: String = args
+            .iter()
+            .filter_map(|a| a.strip_prefix("--listen="))
+            .map(|a| format!(",{a}"))
+            .collect();
+        all.push(format!("--listen={listen}{extra}"));
+        all.push("--metrics_listen=127.0.0.1:0".into());
         // Local-development mode (no authentication), unless the test brings its own TLS.
-        if !args.iter().any(|a| a.starts_with("--tls-cert")) {
-            all.push("--insecure-allow-unauthenticated".into());
+        if !args.iter().any(|a| a.starts_with("--tls_cert")) {
+            all.push("--insecure_allow_unauthenticated".into());
         }
-        all.extend(args.iter().map(|a| a.to_string()));
+        all.extend(
+            args.iter()
+                .filter(|a| !a.starts_with("--listen="))
+                .map(|a| a.to_string()),
+        );
         let (process, target, metrics_url) = Daemon::launch(&all, dir.path(), 1).await?;
         // Restarts listen where the first start did.
-        all[2] = format!("--listen={target}");
+        all[2] = format!("--listen={target}{extra}");
         Ok(Daemon {
             args: all,
             process,
@@ -1114,14 +1126,14 @@ mod tests {
         assert_eq!(
             e.args("me", "127.0.0.1:1"),
             [
-                "--leader-elect",
-                "--leader-elect-resource-namespace=ha",
-                "--leader-elect-resource-name=lease",
-                "--leader-elect-identity=me",
-                "--advertise-address=127.0.0.1:1",
-                "--leader-elect-lease-duration=3s",
-                "--leader-elect-renew-deadline=2s",
-                "--leader-elect-retry-period=500ms",
+                "--leader_elect",
+                "--leader_elect_resource_namespace=ha",
+                "--leader_elect_resource_name=lease",
+                "--leader_elect_identity=me",
+                "--advertise_address=127.0.0.1:1",
+                "--leader_elect_lease_duration=3s",
+                "--leader_elect_renew_deadline=2s",
+                "--leader_elect_retry_period=500ms",
             ]
         );
         assert_eq!(LeaderElection::new("a", "b").args("i", "x").len(), 5);

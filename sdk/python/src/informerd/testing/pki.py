@@ -5,7 +5,7 @@
     server = pki.server_cert("server", ca)                   # for 127.0.0.1 and localhost
     alice = pki.client_cert("alice", ca, "alice", ["team-a"])  # CN=alice, O=team-a
     daemon = Daemon.start(kubeconfig, insecure=False, extra_args=[
-        f"--tls-cert={server.cert}", f"--tls-key={server.key}", f"--tls-client-ca={ca.cert}"])
+        f"--tls_cert={server.cert}", f"--tls_key={server.key}", f"--tls_client_ca={ca.cert}"])
     client = informerd.Client.connect(daemon.target, root_certificates=ca.cert,
                                       client_certificate=alice.cert, client_key=alice.key)
 

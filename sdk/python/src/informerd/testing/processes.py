@@ -288,7 +288,7 @@ def _duration(seconds: float) -> str:
 
 @dataclass(frozen=True)
 class LeaderElection:
-    """Leader election for :class:`Daemon` (the ``--leader-elect*`` flags, kube's names).
+    """Leader election for :class:`Daemon` (the ``--leader_elect*`` flags, kube's names).
 
     Daemons with equal ``namespace``/``name`` form a replica set on that Lease, in the default
     cluster (which must hold the namespace). ``identity`` "" names the daemon ``replica-<port>``
@@ -311,19 +311,19 @@ class LeaderElection:
 
     def args(self, identity: str, advertise_address: str) -> list[str]:
         args = [
-            "--leader-elect",
-            f"--leader-elect-resource-namespace={self.namespace}",
-            f"--leader-elect-resource-name={self.name}",
-            f"--leader-elect-identity={identity}",
-            f"--advertise-address={advertise_address}",
+            "--leader_elect",
+            f"--leader_elect_resource_namespace={self.namespace}",
+            f"--leader_elect_resource_name={self.name}",
+            f"--leader_elect_identity={identity}",
+            f"--advertise_address={advertise_address}",
         ]
         for flag, value in (
-            ("lease-duration", self.lease_duration_s),
-            ("renew-deadline", self.renew_deadline_s),
-            ("retry-period", self.retry_period_s),
+            ("lease_duration", self.lease_duration_s),
+            ("renew_deadline", self.renew_deadline_s),
+            ("retry_period", self.retry_period_s),
         ):
             if value is not None:
-                args.append(f"--leader-elect-{flag}={_duration(value)}")
+                args.append(f"--leader_elect_{flag}={_duration(value)}")
         return args
 
 
@@ -349,7 +349,7 @@ class Daemon(_Process):
         self._args = [str(find_binary("informerd"))]
         if insecure:
             # Local-development mode; tests of authentication pass TLS and set insecure=False.
-            self._args.append("--insecure-allow-unauthenticated")
+            self._args.append("--insecure_allow_unauthenticated")
         if kubeconfig is not None:
             self._args.append(f"--kubeconfig={kubeconfig}")
         if config_yaml is not None:
@@ -357,7 +357,7 @@ class Daemon(_Process):
             self._args.append(f"--config={workdir / 'informerd.yaml'}")
         self.port = _free_port()
         self.target = f"127.0.0.1:{self.port}"
-        self._args += [f"--listen={self.target}", "--metrics-listen=127.0.0.1:0"]
+        self._args += [f"--listen={self.target}", "--metrics_listen=127.0.0.1:0"]
         self.leader_election = leader_election
         self.identity = ""
         if leader_election is not None:

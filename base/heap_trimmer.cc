@@ -3,27 +3,20 @@
 #include <malloc.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <utility>
 
-namespace informerd {
+#include "base/process_stats.h"
 
-size_t HeapTrimmer::ProcessResidentBytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long size = 0, resident = 0;  // NOLINT(runtime/int): statm's fields
-  const int n = std::fscanf(f, "%lu %lu", &size, &resident);
-  std::fclose(f);
-  if (n != 2) return 0;
-  return static_cast<size_t>(resident) * static_cast<size_t>(sysconf(_SC_PAGESIZE));
-}
+namespace informerd {
 
 HeapTrimmer::HeapTrimmer(HeapTrimmerOptions options)
     : period_(options.period > absl::ZeroDuration() ? options.period : absl::Seconds(5)),
       min_growth_bytes_(options.min_growth_bytes),
       clock_(options.clock != nullptr ? options.clock : Clock::Real()),
       resident_bytes_(options.resident_bytes ? std::move(options.resident_bytes)
-                                             : std::function<size_t()>(ProcessResidentBytes)),
+                                             : std::function<size_t()>([] {
+                                                 return ReadProcessMemory().resident_bytes;
+                                               })),
       trim_(options.trim ? std::move(options.trim) : [] { malloc_trim(0); }) {
   {
     MutexLock lock(&mu_);

@@ -41,7 +41,8 @@ struct HeapTrimmerOptions {
   size_t min_growth_bytes = size_t{64} << 20;
   // nullptr: Clock::Real(). Must outlive the trimmer.
   Clock* clock = nullptr;
-  // The process's resident bytes, and the trim. Empty: /proc/self/statm and malloc_trim(0).
+  // The process's resident bytes, and the trim. Empty: ReadProcessMemory()'s (base/process_stats.h)
+  // and malloc_trim(0).
   std::function<size_t()> resident_bytes;
   std::function<void()> trim;
 };
@@ -57,9 +58,6 @@ class HeapTrimmer {
   bool CheckNow();
   // Trims so far.
   uint64_t trims() const;
-
-  // The process's resident bytes (/proc/self/statm), 0 if unreadable.
-  static size_t ProcessResidentBytes();
 
  private:
   void OnTimer();

@@ -394,6 +394,7 @@ absl::Status Daemon::StartHttp() {
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
   http_ = std::make_unique<httplib::Server>();
   http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    process_metrics_.Update();
     res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
   });
   // The live status page (server/status/): what Admin shows, for people.

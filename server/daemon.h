@@ -31,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "base/clock.h"
 #include "base/heap_trimmer.h"
+#include "base/process_stats.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "server/auth/guard.h"
@@ -94,6 +95,8 @@ class Daemon {
 
   const DaemonConfig config_;
   MetricsRegistry metrics_;
+  // The process's memory (RSS and malloc's heap), CPU and descriptors, read on each /metrics.
+  ProcessMetrics process_metrics_{&metrics_};
   std::unique_ptr<service::Clusters> clusters_;
   std::unique_ptr<service::InformerRegistry> informers_;
   // Replica sets (config_.leader_election): the gate and the store outlive the registry, which

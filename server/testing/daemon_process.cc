@@ -64,6 +64,20 @@ int DaemonProcess::Threads() const {
   return static_cast<int>(ProcStatusField(process->pid(), "Threads:"));
 }
 
+double DaemonProcess::MetricValue(absl::string_view name) const {
+  int status = 0;
+  const std::string text = HttpGet(metrics, "/metrics", &status);
+  if (status != 200) return -1;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    double value = 0;
+    if (absl::ConsumePrefix(&line, name) && absl::ConsumePrefix(&line, " ") &&
+        absl::SimpleAtod(line, &value)) {
+      return value;
+    }
+  }
+  return -1;
+}
+
 int DaemonProcess::MetricsSeries() const {
   int status = 0;
   const std::string text = HttpGet(metrics, "/metrics", &status);

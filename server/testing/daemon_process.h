@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "client/fake_apiserver.h"
 #include "grpcpp/grpcpp.h"
 #include "server/testing/subprocess.h"
@@ -37,6 +38,9 @@ struct DaemonProcess {
   int Threads() const;
   // The number of series lines of /metrics (neither comments nor blank); -1 on failure.
   int MetricsSeries() const;
+  // The value of the series without labels `name` on /metrics (informerd_heap_in_use_bytes,
+  // say); -1 when it is absent or /metrics fails.
+  double MetricValue(absl::string_view name) const;
 
   std::unique_ptr<Subprocess> process;
   std::string grpc;     // host:port

@@ -1,6 +1,7 @@
 // bench/load as its users run it: against a real informerd on the fake API server (plain HTTP,
 // as --apiserver takes), preparing what it drives and ending with its summary.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,25 +24,14 @@ using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct LoadRun {
-  int code = -1;
-  std::string out;  // stdout: the summary (the progress line goes to stderr)
-};
-
-LoadRun Load(const std::vector<std::string>& flags) {
+// bench/load run with `flags`: its exit code and stdout, the summary (the progress line goes to
+// stderr).
+Subprocess::Finished Load(const std::vector<std::string>& flags) {
   std::vector<std::string> argv = {Runfile("bench/load")};
   argv.insert(argv.end(), flags.begin(), flags.end());
-  absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(argv);
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return {};
-  LoadRun r;
-  absl::StatusOr<std::string> out = (*p)->ReadToEnd(absl::Seconds(120));
-  EXPECT_TRUE(out.ok()) << out.status();
-  r.out = out.value_or("");
-  absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(30));
-  EXPECT_TRUE(code.ok()) << code.status();
-  r.code = code.value_or(-1);
-  return r;
+  absl::StatusOr<Subprocess::Finished> r = Subprocess::Run(std::move(argv), absl::Seconds(150));
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.value_or(Subprocess::Finished{});
 }
 
 // The summary table's row for `what` (its cells), or empty when there is none.
@@ -75,49 +65,49 @@ class LoadTest : public ::testing::Test {
 TEST_F(LoadTest, WithApiserverItCreatesAMissingNamespaceAndEndsWithASummaryTable) {
   ASSERT_FALSE(api_->Control("GET", "/api/v1/namespaces/load-fresh").ok())
       << "the namespace exists before the run";
-  const LoadRun r = Load({"--target=" + daemon_.grpc, "--resource=v1/configmaps",
+  const Subprocess::Finished r = Load({"--target=" + daemon_.grpc, "--resource=v1/configmaps",
                       "--namespace=load-fresh", "--queue=cms", "--bind", "--adders=0",
                       "--apiserver=" + api_->url(), "--change_rate=50", "--change_objects=5",
                       "--subscribers=2", "--duration=2s"});
-  ASSERT_EQ(r.code, 0) << r.out;
+  ASSERT_EQ(r.exit_code, 0) << r.output;
   absl::StatusOr<std::string> ns = api_->Control("GET", "/api/v1/namespaces/load-fresh");
   ASSERT_TRUE(ns.ok()) << ns.status();
   EXPECT_THAT(*ns, HasSubstr(R"("name":"load-fresh")"));
   // The table: a header, then a row per kind of work with its count, rate and latency.
-  EXPECT_THAT(r.out, ContainsRegex("count +per second +latency +p50 +p90 +p99 +max +notes"));
-  const std::vector<std::string> changes = Row(r.out, "changes");
-  ASSERT_GE(changes.size(), 3u) << r.out;
-  EXPECT_GT(std::stoi(changes[0]), 0) << r.out;  // count
-  EXPECT_THAT(r.out, HasSubstr("0 errors")) << "no change failed";
-  const std::vector<std::string> keys = Row(r.out, "keys completed");
-  ASSERT_GE(keys.size(), 5u) << r.out;
-  EXPECT_GT(std::stoi(keys[0]), 0) << r.out;
-  EXPECT_EQ(keys[2], "add") << r.out;  // latency "add -> delivery", then its p50 in ms
-  EXPECT_THAT(r.out, ContainsRegex("watch events +[1-9][0-9]* .* change -> event .* ms .* 0 "
+  EXPECT_THAT(r.output, ContainsRegex("count +per second +latency +p50 +p90 +p99 +max +notes"));
+  const std::vector<std::string> changes = Row(r.output, "changes");
+  ASSERT_GE(changes.size(), 3u) << r.output;
+  EXPECT_GT(std::stoi(changes[0]), 0) << r.output;  // count
+  EXPECT_THAT(r.output, HasSubstr("0 errors")) << "no change failed";
+  const std::vector<std::string> keys = Row(r.output, "keys completed");
+  ASSERT_GE(keys.size(), 5u) << r.output;
+  EXPECT_GT(std::stoi(keys[0]), 0) << r.output;
+  EXPECT_EQ(keys[2], "add") << r.output;  // latency "add -> delivery", then its p50 in ms
+  EXPECT_THAT(r.output, ContainsRegex("watch events +[1-9][0-9]* .* change -> event .* ms .* 0 "
                                    "re-snapshots"));
-  EXPECT_THAT(r.out, ContainsRegex("informer [0-9a-z-]+: 5 objects"));
+  EXPECT_THAT(r.output, ContainsRegex("informer [0-9a-z-]+: 5 objects"));
 
   // Run again: the namespace and the objects exist now, and are reused.
-  const LoadRun again = Load({"--target=" + daemon_.grpc, "--resource=v1/configmaps",
+  const Subprocess::Finished again = Load({"--target=" + daemon_.grpc, "--resource=v1/configmaps",
                           "--namespace=load-fresh", "--adders=0", "--apiserver=" + api_->url(),
                           "--change_rate=20", "--change_objects=5", "--duration=1s", "--json"});
-  ASSERT_EQ(again.code, 0) << again.out;
-  EXPECT_THAT(again.out, StartsWith(R"({"seconds":)"));
-  EXPECT_THAT(again.out, HasSubstr(R"("change_errors":0,)"));
-  EXPECT_THAT(again.out, HasSubstr(R"("informer_objects":5,)"));
-  EXPECT_THAT(again.out, HasSubstr(R"("errors":[])"));
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_THAT(again.output, StartsWith(R"({"seconds":)"));
+  EXPECT_THAT(again.output, HasSubstr(R"("change_errors":0,)"));
+  EXPECT_THAT(again.output, HasSubstr(R"("informer_objects":5,)"));
+  EXPECT_THAT(again.output, HasSubstr(R"("errors":[])"));
 }
 
 TEST_F(LoadTest, AQueueRunDrainsWhatItAddsAndSaysSoInTheTable) {
-  const LoadRun r = Load({"--target=" + daemon_.grpc, "--queue=plain", "--keys=100", "--prefill",
+  const Subprocess::Finished r = Load({"--target=" + daemon_.grpc, "--queue=plain", "--keys=100", "--prefill",
                       "--adders=0", "--workers=2", "--batch=8", "--duration=5s",
                       "--delete_queue"});
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_THAT(r.out, HasSubstr("queue plain: 2 workers, batch 8, in flight 8; 0 keys added (and 100 before the run)"));
-  const std::vector<std::string> keys = Row(r.out, "keys completed");
-  ASSERT_GE(keys.size(), 1u) << r.out;
-  EXPECT_EQ(keys[0], "100") << r.out;
-  EXPECT_THAT(r.out, HasSubstr("0 add errors, 0 refusals"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("queue plain: 2 workers, batch 8, in flight 8; 0 keys added (and 100 before the run)"));
+  const std::vector<std::string> keys = Row(r.output, "keys completed");
+  ASSERT_GE(keys.size(), 1u) << r.output;
+  EXPECT_EQ(keys[0], "100") << r.output;
+  EXPECT_THAT(r.output, HasSubstr("0 add errors, 0 refusals"));
 }
 
 }  // namespace

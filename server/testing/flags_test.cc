@@ -3,6 +3,7 @@
 // base/flags.h ("ERROR: ...", exit status 1); --help from the flag definitions.
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,26 +18,14 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
 
-struct Result {
-  int code = -1;
-  std::string output;  // stdout and stderr
-};
-
-Result RunBinary(const std::string& binary, const std::vector<std::string>& args) {
-  std::string command = absl::StrCat("exec '", Runfile(binary), "'");
-  for (const std::string& a : args) absl::StrAppend(&command, " '", a, "'");
-  absl::StatusOr<std::unique_ptr<Subprocess>> p =
-      Subprocess::Start({"/bin/sh", "-c", command + " 2>&1"});
-  EXPECT_TRUE(p.ok()) << p.status();
-  if (!p.ok()) return {};
-  Result r;
-  absl::StatusOr<std::string> output = (*p)->ReadToEnd(absl::Seconds(60));
-  EXPECT_TRUE(output.ok()) << output.status();
-  r.output = output.value_or("");
-  absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(60));
-  EXPECT_TRUE(code.ok()) << code.status();
-  r.code = code.value_or(-1);
-  return r;
+// `binary` run with `args`: its exit code and what it wrote to stdout and stderr.
+Subprocess::Finished RunBinary(const std::string& binary, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {Runfile(binary)};
+  argv.insert(argv.end(), args.begin(), args.end());
+  absl::StatusOr<Subprocess::Finished> r =
+      Subprocess::Run(std::move(argv), absl::Seconds(120), Subprocess::Stderr::kToStdout);
+  EXPECT_TRUE(r.ok()) << binary << ": " << r.status();
+  return r.value_or(Subprocess::Finished{});
 }
 
 std::string FlagFile(const std::string& name, const std::vector<std::string>& lines) {
@@ -61,29 +50,29 @@ void PrintTo(const Binary& b, std::ostream* os) { *os << b.path; }
 class FlagsTest : public ::testing::TestWithParam<Binary> {};
 
 TEST_P(FlagsTest, AnUnknownFlagIsNamed) {
-  const Result r = RunBinary(GetParam().path, {"--no_such_flag=1"});
-  EXPECT_EQ(r.code, 1) << r.output;
+  const Subprocess::Finished r = RunBinary(GetParam().path, {"--no_such_flag=1"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, StartsWith("ERROR: Unknown command line flag 'no_such_flag'"));
 }
 
 TEST_P(FlagsTest, AValueOfTheWrongTypeIsNamed) {
-  const Result r = RunBinary(GetParam().path, {absl::StrCat("--", GetParam().typed_flag, "=x")});
-  EXPECT_EQ(r.code, 1) << r.output;
+  const Subprocess::Finished r = RunBinary(GetParam().path, {absl::StrCat("--", GetParam().typed_flag, "=x")});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: Illegal value 'x' specified for flag '",
                                                 GetParam().typed_flag, "'")));
 }
 
 TEST_P(FlagsTest, AFlagfileIsReadAndARefusedValueIsNamedInTheSameStyle) {
-  const Result r =
+  const Subprocess::Finished r =
       RunBinary(GetParam().path,
           {absl::StrCat("--flagfile=", FlagFile(GetParam().typed_flag, GetParam().refused))});
-  EXPECT_EQ(r.code, 1) << r.output;
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: ", GetParam().refused_error)));
 }
 
 TEST_P(FlagsTest, HelpListsTheFlagsFromTheirDefinitions) {
-  const Result r = RunBinary(GetParam().path, {"--help"});
-  EXPECT_EQ(r.code, 1);  // Abseil's exit status after --help
+  const Subprocess::Finished r = RunBinary(GetParam().path, {"--help"});
+  EXPECT_EQ(r.exit_code, 1);  // Abseil's exit status after --help
   EXPECT_THAT(r.output, HasSubstr(absl::StrCat("--", GetParam().listed_flag, " (")));
   EXPECT_THAT(r.output, HasSubstr("--helpfull"));
   // Abseil's own flags are under --helpfull only.
@@ -133,8 +122,8 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(PositionalTest, AnArgumentThatIsNotAFlagIsRefused) {
-  const Result r = RunBinary("server/informerd", {"--listen=127.0.0.1:0", "stray"});
-  EXPECT_EQ(r.code, 1) << r.output;
+  const Subprocess::Finished r = RunBinary("server/informerd", {"--listen=127.0.0.1:0", "stray"});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, StartsWith("ERROR: Unexpected argument 'stray'"));
 }
 
@@ -161,9 +150,9 @@ TEST(FlagfileTest, TheDaemonRunsOnItsFlagfile) {
 TEST(FlagfileTest, TheWatchStreamsGoWhereTheFlagfileSays) {
   const std::string dir = absl::StrCat(::testing::TempDir(), "/streams");
   ASSERT_EQ(system(absl::StrCat("mkdir -p '", dir, "'").c_str()), 0);
-  const Result r = RunBinary("bench/watch_decode_benchmark",
+  const Subprocess::Finished r = RunBinary("bench/watch_decode_benchmark",
                        {absl::StrCat("--flagfile=", FlagFile("streams", {"--write_streams=" + dir}))});
-  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(std::ifstream(dir + "/configmap-1024.jsonl").good()) << r.output;
 }
 

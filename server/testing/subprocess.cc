@@ -7,9 +7,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -26,12 +28,14 @@ std::string Runfile(const std::string& path) {
   return absl::StrCat(dir, "/", workspace != nullptr ? workspace : "informerd", "/", path);
 }
 
-absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(std::vector<std::string> argv) {
+absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(std::vector<std::string> argv,
+                                                             Stderr err) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(std::strerror(errno));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  if (err == Stderr::kToStdout) posix_spawn_file_actions_adddup2(&actions, out[1], 2);
   // The child starts with default signal handling and an empty mask, whatever the test set.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
@@ -111,6 +115,21 @@ absl::StatusOr<std::string> Subprocess::ReadToEnd(absl::Duration timeout) {
     if (!line.ok()) return line.status();
     absl::StrAppend(&out, *line, "\n");
   }
+}
+
+absl::StatusOr<Subprocess::Finished> Subprocess::Run(std::vector<std::string> argv,
+                                                     absl::Duration timeout, Stderr err) {
+  const absl::Time deadline = absl::Now() + timeout;
+  absl::StatusOr<std::unique_ptr<Subprocess>> p = Start(std::move(argv), err);
+  if (!p.ok()) return p.status();
+  Finished finished;
+  absl::StatusOr<std::string> output = (*p)->ReadToEnd(deadline - absl::Now());
+  if (!output.ok()) return output.status();  // the destructor kills it
+  finished.output = *std::move(output);
+  absl::StatusOr<int> code = (*p)->Wait(std::max(deadline - absl::Now(), absl::Seconds(1)));
+  if (!code.ok()) return code.status();
+  finished.exit_code = *code;
+  return finished;
 }
 
 void Subprocess::Signal(int signal) {

@@ -1,10 +1,14 @@
 // Subprocess: a child process for end-to-end tests — the informerd binary, a worker process —
-// with its stdout readable line by line and its stderr left on the test's stderr.
+// with its stdout readable line by line and its stderr left on the test's stderr (or merged into
+// its stdout); Run for one that is run to its end, its output and exit code read whole.
 //
 //   auto daemon = Subprocess::Start({Runfile("server/informerd"), "--listen=127.0.0.1:0"}).value();
 //   absl::StatusOr<std::string> line = daemon->ReadLine(absl::Seconds(30));  // "grpc: 127.0.0.1:4321"
 //   daemon->Signal(SIGTERM);
 //   absl::StatusOr<int> code = daemon->Wait(absl::Seconds(20));
+//
+//   absl::StatusOr<Subprocess::Finished> help = Subprocess::Run(
+//       {Runfile("bench/load"), "--help"}, absl::Seconds(60), Subprocess::Stderr::kToStdout);
 //
 // The destructor kills (SIGKILL) a child still running and reaps it.
 //
@@ -28,7 +32,20 @@ std::string Runfile(const std::string& path);
 
 class Subprocess {
  public:
-  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(std::vector<std::string> argv);
+  // Where the child's stderr goes: the test's stderr, or into its stdout, read with it.
+  enum class Stderr { kInherit, kToStdout };
+  static absl::StatusOr<std::unique_ptr<Subprocess>> Start(std::vector<std::string> argv,
+                                                           Stderr err = Stderr::kInherit);
+
+  // A child run to its end: all it wrote, and its exit code.
+  struct Finished {
+    int exit_code = -1;
+    std::string output;
+  };
+  // Starts `argv`, reads its output to the end and reaps it; DEADLINE_EXCEEDED (the child
+  // killed) when that takes longer than `timeout`.
+  static absl::StatusOr<Finished> Run(std::vector<std::string> argv, absl::Duration timeout,
+                                      Stderr err = Stderr::kInherit);
   ~Subprocess();
 
   pid_t pid() const { return pid_; }

@@ -28,19 +28,31 @@ class TokenBucket {
 
   // Takes one token at `now`; returns how long until the reservation is covered.
   absl::Duration Reserve(absl::Time now) {
-    if (now > last_) {
-      tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
-      last_ = now;
-    }
+    Refill(now);
     tokens_ -= 1;
     if (tokens_ >= 0) return absl::ZeroDuration();
     return absl::Seconds(-tokens_ / qps_);
+  }
+
+  // Takes one token at `now` if one is there (never goes into debt); returns whether it did.
+  bool TryTake(absl::Time now) {
+    Refill(now);
+    if (tokens_ < 1) return false;
+    tokens_ -= 1;
+    return true;
   }
 
   double qps() const { return qps_; }
   double burst() const { return burst_; }
 
  private:
+  void Refill(absl::Time now) {
+    if (now > last_) {
+      tokens_ = std::min(burst_, tokens_ + absl::ToDoubleSeconds(now - last_) * qps_);
+      last_ = now;
+    }
+  }
+
   double qps_;
   double burst_;
   double tokens_;  // negative: reserved ahead

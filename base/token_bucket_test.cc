@@ -46,5 +46,16 @@ TEST(TokenBucketTest, DebtIsPaidBackBeforeTokensAccumulate) {
   EXPECT_EQ(bucket.Reserve(kT0 + absl::Seconds(1)), absl::Milliseconds(500));
 }
 
+TEST(TokenBucketTest, TryTakeRefusesInsteadOfGoingIntoDebt) {
+  TokenBucket bucket(/*qps=*/1, /*burst=*/2, kT0);
+  EXPECT_TRUE(bucket.TryTake(kT0));
+  EXPECT_TRUE(bucket.TryTake(kT0));
+  EXPECT_FALSE(bucket.TryTake(kT0));
+  EXPECT_FALSE(bucket.TryTake(kT0 + absl::Milliseconds(999)));
+  EXPECT_TRUE(bucket.TryTake(kT0 + absl::Seconds(1)));
+  // A refusal took nothing: a reservation after it does not wait for a debt.
+  EXPECT_EQ(bucket.Reserve(kT0 + absl::Seconds(2)), absl::ZeroDuration());
+}
+
 }  // namespace
 }  // namespace informerd

@@ -158,6 +158,24 @@ TEST_F(ClientTest, DiscoveryRefreshesOnAMissSoLaterCrdsResolve) {
   EXPECT_EQ(client_->discovery().refreshes(), before + 1);
 }
 
+TEST_F(ClientTest, DiscoveryMissesOfNamesThatDoNotExistAreRateLimited) {
+  ASSERT_TRUE(client_->discovery().Resource(kConfigMaps).ok());
+  const int before = client_->discovery().refreshes();
+  // A client trying random names: at most the burst of refreshes (3), not one per name.
+  for (int i = 0; i < 50; ++i) {
+    const GroupVersionResource random{"example.com", "v1", absl::StrCat("nothing", i)};
+    EXPECT_TRUE(absl::IsNotFound(client_->discovery().Resource(random).status()));
+    EXPECT_TRUE(absl::IsNotFound(
+        client_->discovery().ResourceForKind({"example.com", "v1", absl::StrCat("No", i)}).status()));
+  }
+  EXPECT_LE(client_->discovery().refreshes(), before + 3);
+  EXPECT_GE(client_->discovery().refreshes(), before + 1);
+  // Hits still answer, without a refresh.
+  const int after = client_->discovery().refreshes();
+  ASSERT_TRUE(client_->discovery().Resource(kConfigMaps).ok());
+  EXPECT_EQ(client_->discovery().refreshes(), after);
+}
+
 TEST_F(ClientTest, LegacyDiscoveryFindsTheSameResources) {
   auto legacy = Discovery::Create({.fetch =
                                        [this](const std::string& path, const std::string& accept)

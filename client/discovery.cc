@@ -1,5 +1,6 @@
 #include "client/discovery.h"
 
+#include <algorithm>
 #include <string_view>
 #include <utility>
 
@@ -190,6 +191,11 @@ absl::StatusOr<std::vector<ResourceInfo>> ParseResourceList(absl::string_view js
   return out;
 }
 
+Discovery::Discovery(Options options)
+    : options_(std::move(options)),
+      miss_refreshes_(1.0 / std::max(absl::ToDoubleSeconds(options_.miss_refresh_interval), 1e-3),
+                      std::max(options_.miss_refresh_burst, 1), absl::Now()) {}
+
 absl::StatusOr<std::unique_ptr<Discovery>> Discovery::Create(Options options) {
   if (!options.fetch) return absl::InvalidArgumentError("Discovery: fetch is required");
   return std::unique_ptr<Discovery>(new Discovery(std::move(options)));
@@ -273,30 +279,40 @@ absl::Status Discovery::RefreshLocked() {
   return absl::OkStatus();
 }
 
+template <typename Find>
+auto Discovery::LookupLocked(Find find) -> absl::StatusOr<decltype(find())> {
+  if (loaded_) {
+    if (auto found = find(); found.has_value()) return found;
+    if (!miss_refreshes_.TryTake(absl::Now())) return decltype(find())();
+  }
+  if (absl::Status s = RefreshLocked(); !s.ok()) return s;
+  return find();
+}
+
 absl::StatusOr<ResourceInfo> Discovery::Resource(const GroupVersionResource& gvr) {
   MutexLock lock(&mu_);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (loaded_) {
-      auto it = by_resource_.find(gvr);
-      if (it != by_resource_.end()) return it->second;
-      if (attempt == 1) break;
-    }
-    if (absl::Status s = RefreshLocked(); !s.ok()) return s;
-  }
+  absl::StatusOr<std::optional<ResourceInfo>> found =
+      LookupLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
+        auto it = by_resource_.find(gvr);
+        if (it == by_resource_.end()) return std::nullopt;
+        return it->second;
+      });
+  if (!found.ok()) return found.status();
+  if (found->has_value()) return **std::move(found);
   return absl::NotFoundError(absl::StrCat("the server does not serve resource \"", gvr.resource,
                                           "\" in \"", gvr.GroupVersion(), "\""));
 }
 
 absl::StatusOr<ResourceInfo> Discovery::ResourceForKind(const GroupVersionKind& gvk) {
   MutexLock lock(&mu_);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (loaded_) {
-      auto it = by_kind_.find(gvk);
-      if (it != by_kind_.end()) return by_resource_.at(it->second);
-      if (attempt == 1) break;
-    }
-    if (absl::Status s = RefreshLocked(); !s.ok()) return s;
-  }
+  absl::StatusOr<std::optional<ResourceInfo>> found =
+      LookupLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
+        auto it = by_kind_.find(gvk);
+        if (it == by_kind_.end()) return std::nullopt;
+        return by_resource_.at(it->second);
+      });
+  if (!found.ok()) return found.status();
+  if (found->has_value()) return **std::move(found);
   return absl::NotFoundError(absl::StrCat(
       "the server does not serve kind \"", gvk.kind, "\" in \"",
       gvk.group.empty() ? gvk.version : gvk.group + "/" + gvk.version, "\""));
@@ -305,19 +321,19 @@ absl::StatusOr<ResourceInfo> Discovery::ResourceForKind(const GroupVersionKind& 
 absl::StatusOr<std::vector<ResourceInfo>> Discovery::ResourcesForGroupKind(
     const std::optional<std::string>& group, absl::string_view kind) {
   MutexLock lock(&mu_);
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    if (loaded_) {
-      std::vector<ResourceInfo> found;
-      for (const auto& [gvk, gvr] : by_kind_) {
-        if (gvk.kind == kind && (!group.has_value() || gvk.group == *group)) {
-          found.push_back(by_resource_.at(gvr));
+  absl::StatusOr<std::optional<std::vector<ResourceInfo>>> found = LookupLocked(
+      [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<std::vector<ResourceInfo>> {
+        std::vector<ResourceInfo> all;
+        for (const auto& [gvk, gvr] : by_kind_) {
+          if (gvk.kind == kind && (!group.has_value() || gvk.group == *group)) {
+            all.push_back(by_resource_.at(gvr));
+          }
         }
-      }
-      if (!found.empty()) return found;
-      if (attempt == 1) break;
-    }
-    if (absl::Status s = RefreshLocked(); !s.ok()) return s;
-  }
+        if (all.empty()) return std::nullopt;
+        return all;
+      });
+  if (!found.ok()) return found.status();
+  if (found->has_value()) return **std::move(found);
   return absl::NotFoundError(absl::StrCat("the server does not serve kind \"", kind, "\"",
                                           group.has_value() ? absl::StrCat(" in group \"", *group, "\"")
                                                             : std::string(" in any group")));

@@ -24,7 +24,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "base/mutex.h"
+#include "base/token_bucket.h"
 
 namespace informerd::client {
 
@@ -75,12 +78,19 @@ class Discovery {
     Fetch fetch;
     // Ask for aggregated discovery first (falling back to legacy when not offered).
     bool aggregated = true;
+    // A lookup that misses refreshes everything once (a CRD created since is then found), but
+    // such refreshes are rate-limited: `miss_refresh_burst` at once, then one per
+    // `miss_refresh_interval`. Past that a miss is answered NotFound from what was fetched last,
+    // so that lookups of names that do not exist (a client trying random names) cost the API
+    // server at most one discovery per interval.
+    int miss_refresh_burst = 3;
+    absl::Duration miss_refresh_interval = absl::Seconds(1);
   };
 
   static absl::StatusOr<std::unique_ptr<Discovery>> Create(Options options);
 
   // The resource `gvr` (subresources like "pods/status" are not resources). Refreshes once on a
-  // miss; NotFound if the server does not serve it.
+  // miss (within the rate limit of Options); NotFound if the server does not serve it.
   absl::StatusOr<ResourceInfo> Resource(const GroupVersionResource& gvr);
   // The resource whose kind is `gvk` (the first listed, as the server orders them).
   absl::StatusOr<ResourceInfo> ResourceForKind(const GroupVersionKind& gvk);
@@ -94,13 +104,18 @@ class Discovery {
   int refreshes() const;
 
  private:
-  explicit Discovery(Options options) : options_(std::move(options)) {}
+  explicit Discovery(Options options);
   absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `find()` (a std::optional) on what is loaded; on a miss, refreshes (first load: always; later:
+  // if the miss limit allows) and asks again. nullopt: still missing.
+  template <typename Find>
+  auto LookupLocked(Find find) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<decltype(find())>;
 
   const Options options_;
   mutable Mutex mu_;
   bool loaded_ ABSL_GUARDED_BY(mu_) = false;
   int refreshes_ ABSL_GUARDED_BY(mu_) = 0;
+  TokenBucket miss_refreshes_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GroupVersionResource, ResourceInfo> by_resource_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<GroupVersionKind, GroupVersionResource> by_kind_ ABSL_GUARDED_BY(mu_);
 };

@@ -35,6 +35,11 @@ absl::Time ApiCallLanes::DeadlineOf(const grpc::CallbackServerContext& context) 
   return absl::FromChrono(deadline);
 }
 
+absl::StatusOr<std::string> ApiCallLanes::Resolve(absl::string_view cluster) const {
+  if (options_.resolve == nullptr) return std::string(cluster);
+  return options_.resolve(cluster);
+}
+
 void ApiCallLanes::Submit(std::shared_ptr<Call> call, absl::Time call_deadline) {
   // The gRPC deadline is wall time; our timers run on the injected clock: convert the remaining
   // time, so that a test's fake clock and a real deadline agree.

@@ -15,8 +15,11 @@
 // client's own request timeouts). A call whose deadline passes while it waits in the lane is
 // answered and never runs. A full lane answers RESOURCE_EXHAUSTED at once.
 //
-// Lanes are made on first use and live until the object is destroyed; their number is bounded by
-// the clusters the daemon is configured with.
+// Lanes are made on first use and live until the object is destroyed. A call names its cluster as
+// the client wrote it; `Options::resolve` turns that into the configured cluster's name (so "" and
+// the default cluster's name share a lane) or refuses it at once (CLUSTER_NOT_FOUND), before any
+// lane, thread or copy of the name is made: the number of lanes is bounded by the clusters the
+// daemon is configured with, whatever names its clients send.
 //
 // Thread safety: Run may be called from any thread. The destructor answers waiting calls
 // UNAVAILABLE and joins the lanes' threads (waiting for the calls running on them).
@@ -28,6 +31,7 @@
 #include <chrono>
 #include <cstddef>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,6 +59,10 @@ class ApiCallLanes {
     absl::Duration max_wait = absl::Seconds(30);
     // Calls waiting in one lane at most (RESOURCE_EXHAUSTED beyond).
     size_t max_queued = 1000;
+    // The configured cluster a call's cluster name means, or why there is none (answered as the
+    // call's status). nullptr: names are taken as they are (a caller that only passes names of
+    // configured clusters).
+    std::function<absl::StatusOr<std::string>(absl::string_view)> resolve;
   };
 
   explicit ApiCallLanes(Options options);
@@ -77,7 +85,12 @@ class ApiCallLanes {
                                 grpc::ServerUnaryReactor* reactor, Response* response,
                                 absl::string_view cluster,
                                 absl::AnyInvocable<absl::StatusOr<Response>()> work) {
-    auto call = std::make_shared<Call>(reactor, std::string(cluster));
+    absl::StatusOr<std::string> lane = Resolve(cluster);
+    if (!lane.ok()) {
+      reactor->Finish(ToGrpc(lane.status()));
+      return reactor;
+    }
+    auto call = std::make_shared<Call>(reactor, *std::move(lane));
     call->answer = [response, work = std::move(work)](Call& c) mutable {
       absl::StatusOr<Response> result = work();
       // Copied only if the call is still ours to answer (the response belongs to gRPC).
@@ -128,6 +141,7 @@ class ApiCallLanes {
   };
 
   static absl::Time DeadlineOf(const grpc::CallbackServerContext& context);
+  absl::StatusOr<std::string> Resolve(absl::string_view cluster) const;
   void Submit(std::shared_ptr<Call> call, absl::Time call_deadline);
   void RunLane(Lane* lane);
 

@@ -221,17 +221,37 @@ InformerRegistry::~InformerRegistry() {
   for (auto& [id, entry] : informers) entry.informer->Stop();
 }
 
+absl::StatusOr<Clusters::Cluster*> InformerRegistry::FindCluster(absl::string_view name) const {
+  // Checked before the lookup, so that no error echoes an unbounded name.
+  if (!name.empty()) {
+    if (std::string reason = Dns1123LabelError(name); !reason.empty()) {
+      return InvalidField("spec.cluster", reason);
+    }
+  }
+  absl::StatusOr<Clusters::Cluster*> cluster = clusters_->Find(name);
+  if (!cluster.ok() && cluster.status().code() == absl::StatusCode::kNotFound) {
+    return Prefixed("spec.cluster: ", cluster.status());
+  }
+  return cluster;
+}
+
+absl::StatusOr<std::string> InformerRegistry::ResolveCluster(absl::string_view name) const {
+  absl::StatusOr<Clusters::Cluster*> cluster = FindCluster(name);
+  if (!cluster.ok()) return cluster.status();
+  return (*cluster)->name;
+}
+
+absl::StatusOr<std::string> InformerRegistry::Check(const v1::InformerSpec& spec) const {
+  if (absl::StatusOr<Validated> v = Validate(spec); !v.ok()) return v.status();
+  return ResolveCluster(spec.cluster());
+}
+
 absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::InformerSpec& spec,
                                                                  const Admission& admit) {
   absl::StatusOr<Validated> v = Validate(spec);
   if (!v.ok()) return v.status();
-  absl::StatusOr<Clusters::Cluster*> cluster = clusters_->Find(spec.cluster());
-  if (!cluster.ok()) {
-    if (cluster.status().code() == absl::StatusCode::kNotFound) {
-      return Prefixed("spec.cluster: ", cluster.status());
-    }
-    return cluster.status();
-  }
+  absl::StatusOr<Clusters::Cluster*> cluster = FindCluster(spec.cluster());
+  if (!cluster.ok()) return cluster.status();
   client::Discovery& discovery = (*cluster)->client->discovery();
   const bool by_kind = v->gvr.version.empty();
   absl::StatusOr<client::ResourceInfo> info =

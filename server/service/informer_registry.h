@@ -101,6 +101,14 @@ class InformerRegistry {
   using Admission = std::function<absl::Status(const client::ResourceInfo& resource,
                                                const std::string& id, bool exists)>;
   absl::StatusOr<Entry> Ensure(const v1::InformerSpec& spec, const Admission& admit = nullptr);
+  // What Ensure checks without asking an API server: every field of the spec, and that its
+  // cluster is configured. Returns the configured cluster's name ("" resolved to the default);
+  // the same errors as Ensure.
+  absl::StatusOr<std::string> Check(const v1::InformerSpec& spec) const;
+  // The configured cluster `name` means ("" is the default): INVALID_FIELD (spec.cluster) for a
+  // name that is no DNS-1123 label, CLUSTER_NOT_FOUND (prefixed "spec.cluster: ") for one that is
+  // not configured, NO_CLUSTER when none is.
+  absl::StatusOr<std::string> ResolveCluster(absl::string_view name) const;
   // InformerNotFound(id) when there is no such informer.
   absl::StatusOr<Entry> Get(absl::string_view id) const;
   // What an informer reads, for authorization: cheaper than Get (no spec copy, no use recorded).
@@ -129,6 +137,7 @@ class InformerRegistry {
 
  private:
   void TouchLocked(const Entry& entry) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<Clusters::Cluster*> FindCluster(absl::string_view name) const;
 
   Clusters* const clusters_;
   const InformerRegistryOptions options_;

@@ -519,9 +519,15 @@ InformerService::InformerService(InformerRegistry* informers, InformerServiceOpt
     : informers_(informers), options_(std::move(options)),
       clock_(options_.clock != nullptr ? options_.clock : Clock::Real()),
       lanes_(std::make_unique<ApiCallLanes>(
-          ApiCallLanes::Options{.clock = clock_, .max_wait = options_.api_call_max_wait})) {}
+          ApiCallLanes::Options{.clock = clock_,
+                                .max_wait = options_.api_call_max_wait,
+                                .resolve = [informers](absl::string_view cluster) {
+                                  return informers->ResolveCluster(cluster);
+                                }})) {}
 
 InformerService::~InformerService() = default;
+
+size_t InformerService::api_call_lanes() const { return lanes_->lanes(); }
 
 size_t InformerService::subscribers(absl::string_view id) const {
   MutexLock lock(&mu_);
@@ -577,6 +583,11 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
                                                           v1::InformerInfo* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (!request->has_spec()) return Answer(reactor, InvalidArgument("spec", "required"));
+  // Everything that needs no API server is checked here, before the call takes a lane: a spec
+  // that names no configured cluster, or is malformed, costs no thread and is kept nowhere.
+  if (absl::StatusOr<std::string> cluster = informers_->Check(request->spec()); !cluster.ok()) {
+    return Answer(reactor, ToGrpc(cluster.status()));
+  }
   // The resource may need discovery before it can be authorized: the caller is authenticated
   // here and authorized on the lane, where waiting on the API server is allowed.
   auth::CheckCall(

@@ -76,6 +76,8 @@ class InformerService final
   InformerService(InformerRegistry* informers, InformerServiceOptions options);
   ~InformerService() override;
 
+  // Lanes made for EnsureInformer's calls: at most one per configured cluster.
+  size_t api_call_lanes() const;
   // Open Watch streams of informer `id`.
   size_t subscribers(absl::string_view id) const;
   // The informer's info with this service's subscriber count (also what Admin lists).

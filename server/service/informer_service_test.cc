@@ -403,6 +403,36 @@ TEST_F(InformerServiceTest, EnsureRejectsEachBadFieldByNameInTheErrorDetails) {
   EXPECT_TRUE(registry_->List().empty());
 }
 
+TEST_F(InformerServiceTest, EnsureNamingClustersThatAreNotConfiguredCostsNoThreadAndKeepsNoName) {
+  SetUpService("svc-unknown-cluster");
+  // An authenticated caller sending names of clusters that do not exist: each is refused at once,
+  // and no lane (a thread, and the name as its key) is made for any of them.
+  for (int i = 0; i < 300; ++i) {
+    v1::InformerSpec spec = ConfigMapSpec();
+    spec.set_cluster(absl::StrCat("nowhere-", i));
+    v1::InformerInfo info;
+    grpc::Status s = Ensure(spec, &info);
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+    ASSERT_EQ(ErrorInfoOf(s).reason(), "CLUSTER_NOT_FOUND");
+  }
+  EXPECT_EQ(service_->api_call_lanes(), 0u);
+  // A name that is no cluster name at all (a megabyte) is an invalid field, not echoed back.
+  v1::InformerSpec spec = ConfigMapSpec();
+  spec.set_cluster(std::string(1 << 20, 'a'));
+  v1::InformerInfo info;
+  grpc::Status s = Ensure(spec, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Meta(s, "field"), "spec.cluster");
+  EXPECT_LT(s.error_message().size(), 1024u);
+  // The configured cluster, by its name or as the default, runs on one lane.
+  spec = ConfigMapSpec();
+  ASSERT_TRUE(Ensure(spec, &info).ok());
+  spec.set_cluster("test");
+  ASSERT_TRUE(Ensure(spec, &info).ok());
+  EXPECT_EQ(service_->api_call_lanes(), 1u);
+  EXPECT_EQ(registry_->List().size(), 1u);
+}
+
 TEST(InformerRegistryTest, EnsureWithoutAnyClusterIsAFailedPrecondition) {
   Clusters clusters;
   InformerRegistry registry(&clusters, {});

@@ -40,5 +40,13 @@ TEST(NamesTest, SubdomainsAreLabelsJoinedByDots) {
   EXPECT_THAT(Dns1123SubdomainError("a.bcd", 4), HasSubstr("at most 4"));
 }
 
+TEST(NamesTest, AnErrorShowsAtMostTheStartOfTheNameEscaped) {
+  const std::string huge(1 << 20, 'A');
+  const std::string error = Dns1123LabelError(huge);
+  EXPECT_LT(error.size(), 200u);
+  EXPECT_THAT(error, HasSubstr("(1048576 characters)"));
+  EXPECT_THAT(Dns1123SubdomainError("a\nb"), HasSubstr("\"a\\nb\""));
+}
+
 }  // namespace
 }  // namespace informerd::service

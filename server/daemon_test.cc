@@ -25,6 +25,7 @@
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/impl/codegen/client_unary_call.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "informerd/v1/admin.grpc.pb.h"
@@ -41,6 +42,7 @@ namespace {
 using ::informerd::testing::Runfile;
 using ::informerd::testing::Subprocess;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::informerd::testing::HttpGet;
 using ::informerd::testing::WriteConfig;
 using Daemon = ::informerd::testing::DaemonProcess;
@@ -124,6 +126,37 @@ TEST(DaemonTest, WithoutAClusterItServesHealthAdminAndSaysWhyInformersFail) {
   absl::StatusOr<int> code = d->process->Wait(absl::Seconds(20));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
+}
+
+// Any client may send any method name; the metrics of the calls it makes are bounded by the
+// methods the daemon serves, not by the names it is sent (gRPC serves an unknown name as a
+// generic bidi stream: it answers UNIMPLEMENTED).
+TEST(DaemonTest, CallsOfMethodsThatDoNotExistShareOneSeries) {
+  absl::StatusOr<Daemon> d = StartDaemon({});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto call = [&](const std::string& name) {
+    grpc::internal::RpcMethod method(name.c_str(), grpc::internal::RpcMethod::NORMAL_RPC);
+    grpc::ClientContext ctx;
+    grpc::Slice empty("");
+    grpc::ByteBuffer request(&empty, 1), response;
+    return grpc::internal::BlockingUnaryCall<grpc::ByteBuffer, grpc::ByteBuffer>(
+        d->channel.get(), method, &ctx, request, &response);
+  };
+  ASSERT_EQ(call("/informerd.v1.Nothing/Warmup").error_code(), grpc::UNIMPLEMENTED);
+  const int before = d->MetricsSeries();
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_EQ(call(absl::StrCat("/informerd.v1.Nothing", i, "/Method", i)).error_code(),
+              grpc::UNIMPLEMENTED);
+  }
+  EXPECT_EQ(d->MetricsSeries(), before);
+  int status = 0;
+  const std::string metrics = HttpGet(d->metrics, "/metrics", &status);
+  EXPECT_THAT(metrics, HasSubstr("grpc_server_handled_total{grpc_service=\"unknown\","
+                                 "grpc_method=\"unknown\",grpc_type=\"bidi_stream\","
+                                 "grpc_code=\"Unimplemented\"} 201"));
+  EXPECT_THAT(metrics, Not(HasSubstr("Nothing1")));
+  d->process->Signal(SIGTERM);
+  ASSERT_TRUE(d->process->Wait(absl::Seconds(20)).ok());
 }
 
 using HealthStatus = grpc::health::v1::HealthCheckResponse;

@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
 #include "base/mutex.h"
+#include "google/protobuf/descriptor.h"
 #include "grpcpp/support/status.h"
 
 namespace informerd::service {
@@ -93,6 +94,20 @@ class MetricsInterceptor final : public grpc::experimental::Interceptor {
   MethodSeries* const series_;
 };
 
+// Whether `method` ("/package.Service/Method") is a method of a service whose descriptor is linked
+// into this binary (every service the daemon registers: informerd.v1, health, reflection).
+bool IsServed(absl::string_view method) {
+  if (method.size() < 4 || method[0] != '/') return false;
+  method.remove_prefix(1);
+  const size_t slash = method.find('/');
+  if (slash == absl::string_view::npos) return false;
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(
+          std::string(method.substr(0, slash)));
+  return service != nullptr &&
+         service->FindMethodByName(std::string(method.substr(slash + 1))) != nullptr;
+}
+
 class MetricsInterceptorFactory final
     : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
@@ -105,7 +120,10 @@ class MetricsInterceptorFactory final
 
  private:
   MethodSeries* Series(grpc::experimental::ServerRpcInfo* info) {
-    const std::string method = info->method() != nullptr ? info->method() : "";
+    // A name the server does not serve (a client may send any) shares one series: labels come
+    // only from the methods compiled in, so that no client can add series.
+    std::string method = info->method() != nullptr ? info->method() : "";
+    if (!IsServed(method)) method = "/unknown/unknown";
     MutexLock lock(&mu_);
     std::unique_ptr<MethodSeries>& series = series_[method];
     if (series != nullptr) return series.get();

@@ -4,6 +4,9 @@
 //   grpc_server_handled_total{grpc_service, grpc_method, grpc_type, grpc_code}
 //   grpc_server_msg_received_total / grpc_server_msg_sent_total{grpc_service, grpc_method, grpc_type}
 //
+// A call of a method the binary does not serve (any name a client sends) is counted under
+// grpc_service="unknown", grpc_method="unknown": the series are bounded by the methods compiled in.
+//
 //   builder.experimental().SetInterceptorCreators(...NewGrpcMetricsInterceptorFactory(&registry));
 //
 // Thread safety: the factory and its interceptors may be used from any thread.

@@ -5,7 +5,9 @@
 // rules is sdk/python/tests/test_auth_kube.py.
 #include <unistd.h>
 
+#include <atomic>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
@@ -87,7 +89,8 @@ struct SecureDaemon {
 // informerd with authentication on: TLS with client CA on TCP, a unix socket whose peer uid maps
 // to "local-user", decisions cached for `ttl`.
 SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
-                   absl::Duration ttl = absl::Seconds(1)) {
+                   absl::Duration ttl = absl::Seconds(1),
+                   absl::Duration review_timeout = absl::Seconds(1)) {
   SetUpCluster();
   // Short: a unix socket path has at most 107 bytes, and TEST_TMPDIR is deep.
   const std::string socket = absl::StrCat("/tmp/informerd-auth-", getpid(), "-", name, ".sock");
@@ -96,7 +99,8 @@ SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
       name, absl::StrCat(::informerd::testing::ClusterConfigYaml(), "authentication:\n",
                          "  cacheTTL: ", ttl_text, "\n  unixPeers: [{uid: ", getuid(),
                          ", user: local-user}]\n", "authorization: {allowTTL: ", ttl_text,
-                         ", denyTTL: ", ttl_text, ", reviewTimeout: 1s}\n", extra_yaml));
+                         ", denyTTL: ", ttl_text, ", reviewTimeout: ",
+                         absl::FormatDuration(review_timeout), "}\n", extra_yaml));
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
       {"--config=" + config, "--listen=127.0.0.1:0,unix://" + socket,
        "--tls_cert=" + Pki().server_cert, "--tls_key=" + Pki().server_key,
@@ -439,6 +443,98 @@ TEST(AuthTest, OpenStreamsEndWhenTheirCallerLosesAccess) {
   // Within the TTL (1 s) and the re-check period (half of it), with room for a loaded machine.
   EXPECT_LT(watch_ended, absl::Seconds(10));
   SetRules(true);
+}
+
+// A Work stream's object informer that does not exist is refused when the stream is authorized,
+// not left out of the check and bound later: here the informer (namespace authz-b, which alice may
+// not read) is made by another user while alice's review is held up by the API server.
+TEST(AuthTest, AnInformerThatDoesNotExistYetIsRefusedNotBoundAfterTheCheck) {
+  std::string hidden_id;
+  {
+    // The id the informer will have (ids are the same in every daemon of one cluster).
+    SecureDaemon first = Start("failclosed-id");
+    absl::StatusOr<v1::InformerInfo> b = Ensure(Tls(first).get(), "t-bounded", "configmaps", "authz-b");
+    ASSERT_TRUE(b.ok()) << b.status();
+    hidden_id = b->id();
+  }
+  // Reviews may take 10 s: the stalled one is answered, late, rather than timing out.
+  SecureDaemon d = Start("failclosed", "", absl::Seconds(1), absl::Seconds(10));
+  auto ch = Tls(d);
+  {
+    auto queues = v1::Queues::NewStub(ch);
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-alice");
+    v1::CreateQueueRequest req;
+    req.mutable_spec()->set_name("authz-q");
+    v1::QueueInfo info;
+    grpc::Status s = queues->CreateQueue(&ctx, req, &info);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  const int64_t reviews = SubjectAccessReviews();
+  Control("POST", "/_fake/faults",
+          R"({"type":"stall","resource":"subjectaccessreviews","durationMs":3000,"count":1})");
+  auto work = v1::Work::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer t-alice");
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  auto stream = work->Process(&ctx);
+  v1::ProcessRequest start;
+  start.mutable_start()->set_queue("authz-q");
+  start.mutable_start()->set_max_in_flight(1);
+  start.mutable_start()->set_object_informer_id(hidden_id);
+  ASSERT_TRUE(stream->Write(start));
+  std::atomic<bool> ended{false};
+  bool started = false;
+  std::thread reader([&] {
+    v1::ProcessResponse r;
+    while (stream->Read(&r)) started = started || r.has_started();
+    ended = true;
+  });
+  // The stream is refused at once, or its review reaches the (stalled) API server: then the
+  // informer is made while the review waits.
+  EXPECT_TRUE(Eventually([&] { return ended || SubjectAccessReviews() > reviews; },
+                         absl::Seconds(20)));
+  Control("DELETE", "/_fake/faults", "");  // a review already held stays held
+  absl::StatusOr<v1::InformerInfo> b = Ensure(ch.get(), "t-bounded", "configmaps", "authz-b");
+  EXPECT_TRUE(b.ok()) << b.status();
+  reader.join();
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->id(), hidden_id);
+  grpc::Status s = stream->Finish();
+  EXPECT_FALSE(started);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(Reason(s), "INFORMER_NOT_FOUND");
+  EXPECT_THAT(s.error_message(), HasSubstr("start.object_informer_id"));
+  // Now that it exists, the check names it: alice may not read authz-b.
+  grpc::ClientContext again_ctx;
+  Authorize(&again_ctx, "t-alice");
+  auto again = work->Process(&again_ctx);
+  ASSERT_TRUE(again->Write(start));
+  v1::ProcessResponse r;
+  while (again->Read(&r)) EXPECT_FALSE(r.has_started());
+  s = again->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("authz-b"));
+  // (That check read attributes out of a temporary, and the daemon died of it: still alive.)
+  EXPECT_FALSE(d.process.process->Wait(absl::ZeroDuration()).ok());
+}
+
+// A queue's source informer that does not exist is refused the same way (it would be bound by
+// the create after the check).
+TEST(AuthTest, AQueueSourceInformerThatDoesNotExistIsRefusedByName) {
+  SecureDaemon d = Start("failclosed-queue");
+  auto ch = Tls(d);
+  auto queues = v1::Queues::NewStub(ch);
+  grpc::ClientContext ctx;
+  Authorize(&ctx, "t-alice");
+  v1::CreateQueueRequest req;
+  req.mutable_spec()->set_name("authz-q");
+  req.mutable_spec()->add_sources()->set_informer_id("configmaps-00000000000000aa");
+  v1::QueueInfo info;
+  grpc::Status s = queues->CreateQueue(&ctx, req, &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
+  EXPECT_EQ(Reason(s), "INFORMER_NOT_FOUND");
+  EXPECT_THAT(s.error_message(), HasSubstr("spec.sources[0].informer_id"));
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

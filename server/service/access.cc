@@ -2,6 +2,9 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "server/service/status.h"
+
 namespace informerd::service {
 namespace {
 
@@ -52,23 +55,35 @@ auth::RequirementFn NeedInformerRead(const InformerRegistry* informers, const st
   };
 }
 
+absl::Status AppendWholeRead(const InformerRegistry& informers, absl::string_view id,
+                             absl::string_view field, std::vector<auth::Attributes>* all) {
+  absl::StatusOr<InformerRegistry::Scope> scope = informers.GetScope(id);
+  if (!scope.ok()) return Prefixed(absl::StrCat(field, ": "), scope.status());
+  // A local: the attributes are moved out of it (a range over a temporary's member would not
+  // keep the temporary alive).
+  auth::Requirement read = InformerRead(*scope, "");
+  for (auth::Attributes& a : read.any_of[0]) all->push_back(std::move(a));
+  return absl::OkStatus();
+}
+
 auth::RequirementFn NeedQueue(const InformerRegistry* informers, std::string verb,
                               std::string queue, const v1::QueueSpec* spec) {
-  std::vector<std::string> sources;
+  // (field, informer id) of every informer the spec reads.
+  std::vector<std::pair<std::string, std::string>> sources;
   if (spec != nullptr) {
-    for (const v1::QueueSource& s : spec->sources()) {
-      sources.push_back(s.informer_id());
-      if (s.has_index()) sources.push_back(s.index().informer_id());
+    for (int i = 0; i < spec->sources_size(); ++i) {
+      const v1::QueueSource& s = spec->sources(i);
+      const std::string field = absl::StrCat("spec.sources[", i, "]");
+      sources.emplace_back(field + ".informer_id", s.informer_id());
+      if (s.has_index()) sources.emplace_back(field + ".index.informer_id", s.index().informer_id());
     }
   }
   return [informers, verb = std::move(verb), queue = std::move(queue),
           sources = std::move(sources)]() -> absl::StatusOr<auth::Requirement> {
     std::vector<auth::Attributes> all = {auth::QueueAttributes(verb, queue)};
-    for (const std::string& id : sources) {
-      absl::StatusOr<InformerRegistry::Scope> scope = informers->GetScope(id);
-      if (!scope.ok()) continue;  // the call reports the unknown informer itself
+    for (const auto& [field, id] : sources) {
       // A queue sees every object of its sources: the informer's whole scope.
-      for (auth::Attributes& a : InformerRead(*scope, "").any_of[0]) all.push_back(std::move(a));
+      if (absl::Status s = AppendWholeRead(*informers, id, field, &all); !s.ok()) return s;
     }
     return auth::Requirement::AllOf(std::move(all));
   };

@@ -42,8 +42,16 @@ absl::StatusOr<auth::Requirement> InformerRead(const InformerRegistry& informers
 auth::RequirementFn NeedInformerRead(const InformerRegistry* informers, const std::string& id,
                                      absl::string_view request_namespace);
 
+// Appends to `*all` the read of informer `id`'s whole scope (what a queue source or a Work
+// stream's object informer sees). Fails closed: an informer that does not exist is
+// INFORMER_NOT_FOUND, its message prefixed with `field` — what is not there cannot be authorized,
+// and is never left out of the check (it could be made, of any scope, before the call binds it).
+absl::Status AppendWholeRead(const InformerRegistry& informers, absl::string_view id,
+                             absl::string_view field, std::vector<auth::Attributes>* all);
+
 // `verb` on `queue`, plus the read of every informer `spec` (if any) takes events or objects
-// from. An unknown source informer is left to the call itself to report.
+// from. An unknown source informer fails the requirement (INFORMER_NOT_FOUND naming the field):
+// what is not there cannot be authorized, and is not left out of the check.
 auth::RequirementFn NeedQueue(const InformerRegistry* informers, std::string verb,
                               std::string queue, const v1::QueueSpec* spec = nullptr);
 

@@ -283,15 +283,29 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
                             .field_selector = v->field_selector,
                             .transform = v->transform_fingerprint,
                             .compressed = v->compression != informer::StoreCompression::kNone};
+  std::string identity = key.ToString();
   const std::string id = absl::StrFormat(
       "%s%s-%016x", info->gvr.resource, info->gvr.group.empty() ? "" : "." + info->gvr.group,
-      Fnv1a64(key.ToString()));
+      Fnv1a64(identity));
+  // Two identities of one id (a hash collision, found by chance or crafted): the spec is refused,
+  // so that nobody is handed an informer of a scope other than the one they were authorized for.
+  auto collision = [&](const Entry& running) -> absl::Status {
+    if (running.identity == identity) return absl::OkStatus();
+    return Error(absl::StatusCode::kFailedPrecondition, v1::INVALID_FIELD,
+                 absl::StrCat("spec: its informer id ", id,
+                              " is taken by an informer of another spec (an id hash collision); "
+                              "change the spec (a selector term, say) to get another id"),
+                 {{"field", "spec"}, {"informer_id", id}});
+  };
 
   if (admit != nullptr) {
-    bool exists;
+    bool exists = false;
     {
       MutexLock lock(&mu_);
-      exists = informers_.contains(id);
+      if (auto it = informers_.find(id); it != informers_.end()) {
+        if (absl::Status s = collision(it->second); !s.ok()) return s;
+        exists = true;
+      }
     }
     if (absl::Status s = admit(*info, id, exists); !s.ok()) return s;
   }
@@ -301,6 +315,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
   {
     MutexLock lock(&mu_);
     if (auto it = informers_.find(id); it != informers_.end()) {
+      if (absl::Status s = collision(it->second); !s.ok()) return s;
       existing = it->second;
       TouchLocked(existing);
     }
@@ -339,6 +354,7 @@ absl::StatusOr<InformerRegistry::Entry> InformerRegistry::Ensure(const v1::Infor
 
   Entry entry;
   entry.id = id;
+  entry.identity = std::move(identity);
   entry.spec = spec;
   entry.spec.set_cluster((*cluster)->name);
   entry.spec.mutable_resource()->set_group(info->gvr.group);

@@ -66,6 +66,10 @@ class InformerRegistry {
  public:
   struct Entry {
     std::string id;
+    // The canonical identity the id hashes (informer::InformerKey::ToString). The id's hash is no
+    // proof of identity: a spec whose identity differs from a running informer's of the same id
+    // is refused, never given that informer.
+    std::string identity;
     // Normalized: resource resolved to a GVR (api_version/kind filled in too), defaults explicit.
     v1::InformerSpec spec;
     // The resource is namespaced (discovery).

@@ -173,11 +173,10 @@ class WorkService::Stream final
         -> absl::StatusOr<auth::Requirement> {
       std::vector<auth::Attributes> all = {auth::QueueAttributes("work", queue)};
       if (!object_informer.empty() && informers != nullptr) {
-        absl::StatusOr<InformerRegistry::Scope> scope = informers->GetScope(object_informer);
-        if (scope.ok()) {
-          for (auth::Attributes& a : InformerRead(*scope, "").any_of[0]) {
-            all.push_back(std::move(a));
-          }
+        if (absl::Status s = AppendWholeRead(*informers, object_informer,
+                                             "start.object_informer_id", &all);
+            !s.ok()) {
+          return s;
         }
       }
       return auth::Requirement::AllOf(std::move(all));

@@ -158,6 +158,16 @@ grpc::Status Get(grpc::Channel* ch, const std::string& token, const std::string&
   return stub->Get(&ctx, req, &resp);
 }
 
+grpc::Status CreateQueue(grpc::Channel* ch, const std::string& token, const std::string& name) {
+  auto stub = v1::Queues::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
+  grpc::ClientContext ctx;
+  Authorize(&ctx, token);
+  v1::CreateQueueRequest req;
+  req.mutable_spec()->set_name(name);
+  v1::QueueInfo info;
+  return stub->CreateQueue(&ctx, req, &info);
+}
+
 grpc::Status ListClusters(grpc::Channel* ch, const std::string& token) {
   auto stub = v1::Admin::NewStub(std::shared_ptr<grpc::Channel>(ch, [](auto*) {}));
   grpc::ClientContext ctx;
@@ -397,13 +407,7 @@ TEST(AuthTest, OpenStreamsEndWhenTheirCallerLosesAccess) {
   absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-revocable", "configmaps", "authz-a");
   ASSERT_TRUE(a.ok()) << a.status();
   {
-    auto queues = v1::Queues::NewStub(ch);
-    grpc::ClientContext ctx;
-    Authorize(&ctx, "t-revocable");
-    v1::CreateQueueRequest req;
-    req.mutable_spec()->set_name("authz-r");
-    v1::QueueInfo info;
-    grpc::Status s = queues->CreateQueue(&ctx, req, &info);
+    grpc::Status s = CreateQueue(ch.get(), "t-revocable", "authz-r");
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   auto stub = v1::Informers::NewStub(ch);
@@ -461,13 +465,7 @@ TEST(AuthTest, AnInformerThatDoesNotExistYetIsRefusedNotBoundAfterTheCheck) {
   SecureDaemon d = Start("failclosed", "", absl::Seconds(1), absl::Seconds(10));
   auto ch = Tls(d);
   {
-    auto queues = v1::Queues::NewStub(ch);
-    grpc::ClientContext ctx;
-    Authorize(&ctx, "t-alice");
-    v1::CreateQueueRequest req;
-    req.mutable_spec()->set_name("authz-q");
-    v1::QueueInfo info;
-    grpc::Status s = queues->CreateQueue(&ctx, req, &info);
+    grpc::Status s = CreateQueue(ch.get(), "t-alice", "authz-q");
     ASSERT_TRUE(s.ok()) << s.error_message();
   }
   const int64_t reviews = SubjectAccessReviews();

@@ -339,11 +339,22 @@ absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
   }
   if (absl::Status s = ha::ValidateElectorOptions(options); !s.ok()) return s;
   service::Clusters::Cluster* cluster = *clusters_->Find("");
+  absl::StatusOr<std::unique_ptr<client::Client>> elector_client =
+      client::Client::Create({.config = cluster->client->config(),
+                              .user_agent = absl::StrCat("informerd/0.1 (leader-election; ",
+                                                         options.identity, ")"),
+                              .qps = 0});
+  if (!elector_client.ok()) {
+    return absl::Status(elector_client.status().code(),
+                        absl::StrCat("leaderElection: the elector's client: ",
+                                     elector_client.status().message()));
+  }
+  elector_client_ = *std::move(elector_client);
   spdlog::info("leader election: {} on Lease {}/{} of cluster {} (advertising {})",
                options.identity, options.lease_namespace, options.lease_name, cluster->name,
                options.address.empty() ? "nothing" : options.address);
   replica_ = std::make_unique<ha::Replica>(
-      cluster->client.get(),
+      elector_client_.get(),
       ha::ReplicaOptions{.elector = std::move(options),
                          .cluster = cluster->name,
                          .config_queues = std::move(config_queues),

@@ -104,6 +104,9 @@ class Daemon {
   std::unique_ptr<service::LeaderGate> gate_;
   std::unique_ptr<ha::QueueStore> queue_store_;
   std::unique_ptr<service::QueueRegistry> queues_;
+  // Leader election's own client of the Lease's cluster: its own connections and no client-side
+  // rate limit, so that renewals never queue behind reflectors, reviews or the queue store.
+  std::unique_ptr<client::Client> elector_client_;
   std::unique_ptr<ha::Replica> replica_;
   // Authenticates and authorizes every call; outlives the services and the server.
   std::unique_ptr<auth::Guard> guard_;

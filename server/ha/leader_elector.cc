@@ -167,15 +167,56 @@ LeaderElector::LeaderElector(client::Client* client, ElectorOptions options,
 
 LeaderElector::~LeaderElector() { Stop(); }
 
-void LeaderElector::Start() { thread_ = std::thread([this] { Run(); }); }
+void LeaderElector::Start() {
+  watchdog_ = std::thread([this] { Watch(); });
+  thread_ = std::thread([this] { Run(); });
+}
 
 void LeaderElector::Stop() {
   {
     MutexLock l(&mu_);
-    if (stopping_ && !thread_.joinable()) return;
+    if (stopping_ && !thread_.joinable() && !watchdog_.joinable()) return;
     stopping_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  {
+    // Step down now, not when the elector's thread is done with a request in flight.
+    MutexLock c(&callbacks_mu_);
+    LoseLocked();
+  }
+  if (thread_.joinable()) thread_.join();  // releases the Lease on its way out
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+void LeaderElector::Watch() {
+  for (;;) {
+    {
+      MutexLock l(&mu_);
+      for (;;) {
+        if (stopping_) return;
+        if (leading_ && SteadyNow() >= term_->deadline) break;
+        const uint64_t seen = term_changes_;
+        const absl::Duration left =
+            leading_ ? absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                           term_->deadline - SteadyNow()))
+                     : absl::InfiniteDuration();
+        // Woken by a change of the term (or Stop); else at the deadline, measured again on the
+        // steady clock when it wakes (the wait itself may be on another clock).
+        mu_.AwaitWithDeadline(
+            [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || term_changes_ != seen; },
+            left == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + left);
+      }
+    }
+    MutexLock c(&callbacks_mu_);
+    bool expired;
+    {
+      MutexLock l(&mu_);
+      expired = leading_ && SteadyNow() >= term_->deadline;  // not renewed meanwhile
+    }
+    if (expired) {
+      spdlog::warn("leader election: {} was not renewed by its deadline", options_.identity);
+      LoseLocked();
+    }
+  }
 }
 
 bool LeaderElector::leading() const {
@@ -216,38 +257,58 @@ void LeaderElector::Run() {
     SteadyTime sent;
     const bool holds = TryAcquireOrRenew(&sent);
     const SteadyTime deadline = sent + ToChrono(options_.renew_deadline);
-    bool was_leading;
     {
-      MutexLock l(&mu_);
-      was_leading = leading_;
-    }
-    if (holds && !was_leading) {
+      // The decision and its callback together, so that the watchdog's step-down cannot fall
+      // between them.
+      MutexLock c(&callbacks_mu_);
+      enum { kNothing, kStart, kRenewed, kLose } action = kNothing;
       Term term;
       {
         MutexLock l(&mu_);
-        leading_ = true;
-        term.transitions = observed_->transitions;
-        term.epoch = static_cast<uint64_t>(term.transitions + 1) << 40;
-        term.since = absl::Now();
-        term.deadline = deadline;
-        term_ = term;
+        if (holds && leading_) {
+          if (SteadyNow() < term_->deadline) {
+            term_->deadline = std::max(term_->deadline, deadline);
+            ++term_changes_;
+            action = kRenewed;
+          } else {
+            action = kLose;  // its deadline passed while the renew was under way
+          }
+        } else if (holds && !stopping_ && SteadyNow() < deadline &&
+                   observed_->transitions > last_term_transitions_) {
+          leading_ = true;
+          term.transitions = observed_->transitions;
+          term.epoch = static_cast<uint64_t>(term.transitions + 1) << 40;
+          term.since = absl::Now();
+          term.deadline = deadline;
+          term_ = term;
+          last_term_transitions_ = term.transitions;
+          ++term_changes_;
+          action = kStart;
+        } else if (!holds && leading_ &&
+                   (SteadyNow() >= term_->deadline ||
+                    (observed_.has_value() && observed_->holder != options_.identity))) {
+          // A failed renew: leadership lasts until the deadline of the last one that succeeded.
+          action = kLose;
+        }
+        // (Holding a Lease whose term this replica lost, a late renew of it: not a term. The
+        // next try reads the Lease and takes it again as a new term.)
       }
-      spdlog::info("leader election: {} leads {}/{} (term {})", options_.identity,
-                   options_.lease_namespace, options_.lease_name, term.transitions);
-      if (leader_gauge_ != nullptr) leader_gauge_->Set(1);
-      if (transitions_counter_ != nullptr) transitions_counter_->Inc();
-      if (callbacks_.started_leading) callbacks_.started_leading(term);
-    } else if (holds) {
-      {
-        MutexLock l(&mu_);
-        term_->deadline = deadline;
-      }
-      if (callbacks_.renewed) callbacks_.renewed(deadline);
-    } else if (was_leading) {
-      std::optional<Term> term = this->term();
-      // A failed renew: leadership lasts until the deadline of the last one that succeeded.
-      if (!term.has_value() || SteadyNow() >= term->deadline || leader() != options_.identity) {
-        Lose();
+      switch (action) {
+        case kStart:
+          spdlog::info("leader election: {} leads {}/{} (term {})", options_.identity,
+                       options_.lease_namespace, options_.lease_name, term.transitions);
+          if (leader_gauge_ != nullptr) leader_gauge_->Set(1);
+          if (transitions_counter_ != nullptr) transitions_counter_->Inc();
+          if (callbacks_.started_leading) callbacks_.started_leading(term);
+          break;
+        case kRenewed:
+          if (callbacks_.renewed) callbacks_.renewed(deadline);
+          break;
+        case kLose:
+          LoseLocked();
+          break;
+        case kNothing:
+          break;
       }
     }
     // client-go: wait.JitterUntil with factor 1.2 while acquiring; renewals every retry period.
@@ -265,9 +326,9 @@ void LeaderElector::Run() {
       }
     }
     others_expire_.reset();
-    if (leading()) {
-      // Never sleep past the deadline: a replica whose renewals fail notices it on time.
-      std::optional<Term> term = this->term();
+    if (std::optional<Term> term = this->term(); term.has_value()) {
+      // Never sleep past the deadline: the next renew is tried before it (the watchdog ends the
+      // term at it if none succeeds).
       auto left = term->deadline - SteadyNow();
       wait = std::max(absl::ZeroDuration(),
                       std::min(wait, absl::FromChrono(std::chrono::duration_cast<
@@ -275,18 +336,20 @@ void LeaderElector::Run() {
     }
     if (!Sleep(wait)) break;
   }
-  if (leading()) {
-    Lose();
-    Release();
+  {
+    MutexLock c(&callbacks_mu_);
+    LoseLocked();
   }
+  Release();
 }
 
-void LeaderElector::Lose() {
+void LeaderElector::LoseLocked() {
   {
     MutexLock l(&mu_);
     if (!leading_) return;
     leading_ = false;
     term_.reset();
+    ++term_changes_;
   }
   spdlog::warn("leader election: {} stopped leading {}/{}", options_.identity,
                options_.lease_namespace, options_.lease_name);
@@ -359,6 +422,7 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
   absl::StatusOr<LeaseRecord> current = Read();
   if (!current.ok()) {
     if (!client::IsNotFound(current.status())) return fail("reading", current.status());
+    desired.transitions = NextTransitions(-1);
     *sent = SteadyNow();
     absl::StatusOr<LeaseRecord> created = Write(desired, /*create=*/true);
     if (!created.ok()) return fail("creating", created.status());
@@ -387,7 +451,7 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
       return fail("acquiring", BadLease("spec.leaseTransitions",
                                         "no term left for fencing tokens; delete the Lease"));
     }
-    desired.transitions = current->transitions + 1;
+    desired.transitions = NextTransitions(current->transitions);
   }
   *sent = SteadyNow();
   absl::StatusOr<LeaseRecord> written = Write(desired, /*create=*/false);
@@ -397,6 +461,11 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
   }
   Observe(*written, SteadyNow());
   return true;
+}
+
+int64_t LeaderElector::NextTransitions(int64_t current) const {
+  MutexLock l(&mu_);
+  return std::max(current, last_term_transitions_) + 1;
 }
 
 void LeaderElector::Release() {

@@ -20,11 +20,15 @@
 //     record as holder (create it if missing), with the read resourceVersion, so of two replicas
 //     trying at once one gets 409 Conflict.
 //   * Lead: renew every retry_period. A renew that succeeds moves the deadline to (when its
-//     request was SENT) + renew_deadline; `renewed` gets it. When the deadline passes without
-//     one, leadership is lost: stopped_leading runs and the replica tries to acquire again.
-//     Losing it sooner: a renew that finds another holder.
-//   * Stop (graceful shutdown): if leading, stopped_leading runs, then the Lease is released —
-//     holderIdentity "", leaseDurationSeconds 1 — so another replica takes it at its next try.
+//     request was SENT, before any wait of the client's) + renew_deadline; `renewed` gets it.
+//     When the deadline passes without one, leadership is lost at that moment: a watchdog thread
+//     of its own, which never waits on the API server, runs stopped_leading at the deadline
+//     whatever request the elector's thread is still waiting for. A renew that succeeds after
+//     its term's deadline does not revive the term: the replica takes the Lease again as a new
+//     term (a higher epoch). Losing it sooner: a renew that finds another holder.
+//   * Stop (graceful shutdown): if leading, stopped_leading runs at once (not after a request
+//     in flight returns), then the Lease is released — holderIdentity "", leaseDurationSeconds
+//     1 — so another replica takes it at its next try.
 //
 // What informerd adds to client-go's record:
 //   * the annotation informerd.io/leader-address: where the holder serves gRPC, so followers
@@ -33,11 +37,15 @@
 //     changes): a replica that lost the Lease and takes it again starts a new term, and its
 //     fencing tokens (Term::epoch) must be above those of its last term.
 //
-// Every request has its own timeout (min(renew_deadline / 2, retry_period + 1 s)), so a hung API
-// server cannot hold the thread past the renew deadline.
+// Every request has its own timeout (min(renew_deadline / 2, retry_period + 1 s)), which bounds
+// how long Stop waits for the elector's thread. The client should be the elector's own (its own
+// connection, no client-side rate limit, as kube-controller-manager gives its elector): a
+// request that waits behind other traffic still cannot hold a term past its deadline (the
+// watchdog ends it), but it can keep a replica from renewing at all.
 //
-// Thread safety: Start and Stop from one thread; the callbacks run on the elector's thread, one
-// at a time, in order. Observe and the accessors may be called from any thread.
+// Thread safety: Start and Stop from one thread; the callbacks run one at a time, in order, on
+// the elector's thread or (stopped_leading at a deadline, or in Stop) the watchdog's or Stop's.
+// The accessors may be called from any thread.
 #ifndef INFORMERD_SERVER_HA_LEADER_ELECTOR_H_
 #define INFORMERD_SERVER_HA_LEADER_ELECTOR_H_
 
@@ -151,12 +159,18 @@ class LeaderElector {
 
  private:
   void Run();
+  // The watchdog: ends the term when its deadline passes.
+  void Watch();
+  // Ends the term if there is one. REQUIRES: callbacks_mu_ held (callbacks run one at a time).
+  void LoseLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(callbacks_mu_);
   // One try; returns whether this replica holds the Lease after it. `sent` is when the write
   // that succeeded was sent.
   bool TryAcquireOrRenew(SteadyTime* sent);
   // Updates observed_* from `record` (read at `now`) and reports a new holder.
   void Observe(const LeaseRecord& record, SteadyTime now);
-  void Lose();
+  // leaseTransitions for a new term over a Lease that shows `current`: above it and above this
+  // replica's last term (a Lease deleted and made again starts its count anew).
+  int64_t NextTransitions(int64_t current) const;
   void Release();
   absl::StatusOr<LeaseRecord> Read();
   absl::StatusOr<LeaseRecord> Write(const LeaseRecord& record, bool create);
@@ -173,10 +187,17 @@ class LeaderElector {
   Counter* transitions_counter_ = nullptr;
   Counter* renew_failures_ = nullptr;
 
+  // Held while a callback runs (and while the decision to run it is made); taken before mu_.
+  Mutex callbacks_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   mutable Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool leading_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<Term> term_ ABSL_GUARDED_BY(mu_);
+  // Bumped whenever the term or its deadline changes (wakes the watchdog).
+  uint64_t term_changes_ ABSL_GUARDED_BY(mu_) = 0;
+  // leaseTransitions of the last term begun: a Lease still showing it after that term ended
+  // (a late renew) is not a new term.
+  int64_t last_term_transitions_ ABSL_GUARDED_BY(mu_) = -1;
   // Held by this thread only, read by accessors under mu_.
   std::optional<LeaseRecord> observed_ ABSL_GUARDED_BY(mu_);
   SteadyTime observed_time_ ABSL_GUARDED_BY(mu_);
@@ -184,6 +205,7 @@ class LeaderElector {
   // When the other holder's lease, as last observed, runs out (elector thread only).
   std::optional<SteadyTime> others_expire_;
   std::thread thread_;
+  std::thread watchdog_;
 };
 
 }  // namespace informerd::ha

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -44,6 +45,13 @@ struct Log {
   }
 };
 
+// A candidate's lease, renew deadline and retry period.
+struct Timings {
+  absl::Duration lease = absl::Milliseconds(2000);
+  absl::Duration renew = absl::Milliseconds(1500);
+  absl::Duration retry = absl::Milliseconds(250);
+};
+
 // One replica: its own client (its User-Agent scopes the faults a test injects) and elector.
 struct Candidate {
   std::string identity;
@@ -52,7 +60,7 @@ struct Candidate {
   Log log;
   std::unique_ptr<LeaderElector> elector;
 
-  Candidate(const std::string& lease, const std::string& id)
+  Candidate(const std::string& lease, const std::string& id, Timings timings = {})
       : identity(id), user_agent(absl::StrCat("elector-", lease, "-", id)) {
     client = client::Client::Create({.config = SharedApiServer()->config(),
                                      .user_agent = user_agent,
@@ -64,9 +72,9 @@ struct Candidate {
                        .lease_name = lease,
                        .identity = id,
                        .address = absl::StrCat(id, ".example:7470"),
-                       .lease_duration = absl::Milliseconds(2000),
-                       .renew_deadline = absl::Milliseconds(1500),
-                       .retry_period = absl::Milliseconds(250)},
+                       .lease_duration = timings.lease,
+                       .renew_deadline = timings.renew,
+                       .retry_period = timings.retry},
         ElectorCallbacks{
             .started_leading =
                 [this](const Term& t) {
@@ -171,6 +179,69 @@ TEST(LeaderElectorTest, FailedRenewalsStepDownBeforeAnotherReplicaLeads) {
   EXPECT_FALSE(a.elector->leading());
 }
 
+// A Lease PUT that hangs (not fails): the term ends at its deadline, on the watchdog, while the
+// renew is still waiting for its answer (request timeout 1 s); the other replica leads after.
+TEST(LeaderElectorTest, AHungRenewEndsTheTermAtItsDeadlineNotWhenTheRequestReturns) {
+  const Timings timings{.lease = absl::Seconds(3),
+                                   .renew = absl::Seconds(2),
+                                   .retry = absl::Milliseconds(500)};
+  Candidate a("hung", "a", timings), b("hung", "b", timings);
+  a.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
+  b.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return b.elector->leader() == "a"; }, absl::Seconds(20)));
+  absl::StatusOr<std::string> armed = SharedApiServer()->Control(
+      "POST", "/_fake/faults",
+      absl::StrCat(R"({"type":"stall","verb":"update","resource":"leases","userAgent":")",
+                   a.user_agent, R"(","count":-1})"));
+  ASSERT_TRUE(armed.ok()) << armed.status();
+  ASSERT_TRUE(Eventually([&] { return a.log.stops() == 1; }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return b.log.starts() == 1; }, absl::Seconds(20)));
+  {
+    MutexLock la(&a.log.mu);
+    MutexLock lb(&b.log.mu);
+    // At the deadline (not up to a request timeout, or a second hung renew, later), with room
+    // for a loaded machine.
+    EXPECT_GE(a.log.stopped_at[0], a.log.deadline);
+    EXPECT_LT(a.log.stopped_at[0] - a.log.deadline, std::chrono::milliseconds(300));
+    EXPECT_LT(a.log.stopped_at[0], b.log.started_at[0]);
+  }
+  EXPECT_FALSE(a.elector->leading());
+  // Stop with a renew hung: returns within the request timeouts (the renew's and the release's).
+  const absl::Time stop = absl::Now();
+  a.elector->Stop();
+  EXPECT_LT(absl::Now() - stop, absl::Seconds(3));
+  ASSERT_TRUE(SharedApiServer()->Control("DELETE", "/_fake/faults", "").ok());
+}
+
+// SIGTERM's path: Stop steps down at once while the elector's thread waits on a hung request.
+TEST(LeaderElectorTest, StopStepsDownAtOnceWhileARequestHangs) {
+  const Timings timings{.lease = absl::Seconds(6),
+                                   .renew = absl::Seconds(4),
+                                   .retry = absl::Milliseconds(500)};
+  Candidate a("stophung", "a", timings);
+  a.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
+  absl::StatusOr<std::string> armed = SharedApiServer()->Control(
+      "POST", "/_fake/faults",
+      absl::StrCat(R"({"type":"stall","verb":"update","resource":"leases","userAgent":")",
+                   a.user_agent, R"(","count":-1})"));
+  ASSERT_TRUE(armed.ok()) << armed.status();
+  // A renew is under way, and hangs (the next one is due within a retry period).
+  absl::SleepFor(absl::Milliseconds(700));
+  const SteadyTime stop = std::chrono::steady_clock::now();
+  std::thread stopper([&] { a.elector->Stop(); });
+  ASSERT_TRUE(Eventually([&] { return a.log.stops() == 1; }, absl::Seconds(10)));
+  {
+    MutexLock l(&a.log.mu);
+    EXPECT_LT(a.log.stopped_at[0] - stop, std::chrono::milliseconds(300));
+  }
+  stopper.join();
+  // The renew's timeout (1.5 s) and the release's.
+  EXPECT_LT(std::chrono::steady_clock::now() - stop, std::chrono::seconds(4));
+  ASSERT_TRUE(SharedApiServer()->Control("DELETE", "/_fake/faults", "").ok());
+}
+
 TEST(LeaderElectorTest, TheSameHolderTakingTheLeaseAgainBeginsANewTerm) {
   Candidate a("again", "a");
   a.elector->Start();
@@ -272,6 +343,14 @@ TEST(ElectorOptionsTest, ClientGoRulesNameTheKey) {
   o = ok;
   o.retry_period = absl::Seconds(9);
   EXPECT_THAT(ValidateElectorOptions(o).message(), HasSubstr("leaderElection.renewDeadline"));
+  // The step-down margin: a lease 400 ms over the renew deadline is too little.
+  o = ok;
+  o.lease_duration = absl::Milliseconds(4400);
+  o.renew_deadline = absl::Seconds(4);
+  o.retry_period = absl::Seconds(1);
+  EXPECT_THAT(ValidateElectorOptions(o).message(), HasSubstr("at least 500ms"));
+  o.lease_duration = absl::Milliseconds(4500);
+  EXPECT_TRUE(ValidateElectorOptions(o).ok());
   o = ok;
   o.lease_name = "Not_A_Name";
   EXPECT_THAT(ValidateElectorOptions(o).message(), HasSubstr("leaderElection.lease.name"));

@@ -57,7 +57,7 @@ void Worker::Detach() {
 
 std::shared_ptr<LeaseSink> Worker::TakeSinkToCloseLocked() {
   table_->mu_.AssertHeld();
-  if ((table_->stopping_ || draining_) && attached_ && held_.empty() && !close_sent_) {
+  if ((table_->stopping_ || draining_) && attached_ && InFlightLocked() == 0 && !close_sent_) {
     close_sent_ = true;
     return sink_;
   }
@@ -82,6 +82,15 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
                "this stream no longer holds any key");
         continue;
       }
+      if (TakeExpiredLocked(o.key(), o.token())) {
+        // The key went back to the queue when the lease expired; this outcome is too late. The
+        // worker's reconcile is over, so its credit comes back.
+        Refuse(&refusals, o.key(), o.token(), v1::LEASE_EXPIRED,
+               absl::StrCat("lease of key ", Quoted(o.key()), " (token ", o.token(),
+                            ") expired after ", absl::FormatDuration(table_->lease_timeout_),
+                            " without an outcome or heartbeat; the key was handed out again"));
+        continue;
+      }
       auto it = held_.find(o.key());
       if (it == held_.end()) {
         Refuse(&refusals, o.key(), o.token(), v1::KEY_NOT_HELD,
@@ -93,16 +102,6 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
         Refuse(&refusals, o.key(), o.token(), v1::STALE_TOKEN,
                absl::StrCat("stale token ", o.token(), " for key ", Quoted(o.key()),
                             ": this stream holds it with token ", held.token));
-        continue;
-      }
-      if (held.expired) {
-        // The key went back to the queue when the lease expired; this outcome is too late. The
-        // worker's reconcile is over, so its credit comes back.
-        Refuse(&refusals, o.key(), o.token(), v1::LEASE_EXPIRED,
-               absl::StrCat("lease of key ", Quoted(o.key()), " (token ", o.token(),
-                            ") expired after ", absl::FormatDuration(table_->lease_timeout_),
-                            " without an outcome or heartbeat; the key was handed out again"));
-        held_.erase(it);
         continue;
       }
       const bool delayed = o.result() == v1::Outcome::REQUEUE_AFTER ||
@@ -164,6 +163,14 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
   MutexLock lock(&table_->mu_);
   for (int i = 0; i < heartbeat.leases_size(); ++i) {
     const v1::LeaseRef& ref = heartbeat.leases(i);
+    if (attached_ && std::any_of(expired_.begin(), expired_.end(), [&](const Expired& e) {
+          return e.token == ref.token() && e.key == ref.key();
+        })) {
+      Refuse(&refusals, ref.key(), ref.token(), v1::LEASE_EXPIRED,
+             absl::StrCat("heartbeat.leases[", i, "]: the lease of key ", Quoted(ref.key()),
+                          " already expired; the key was handed out again"));
+      continue;
+    }
     auto it = attached_ ? held_.find(ref.key()) : held_.end();
     if (it == held_.end()) {
       Refuse(&refusals, ref.key(), ref.token(), v1::KEY_NOT_HELD,
@@ -177,12 +184,6 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
              absl::StrCat("heartbeat.leases[", i, "]: stale token ", ref.token(), " for key ",
                           Quoted(ref.key()), ": this stream holds it with token ",
                           held.token));
-      continue;
-    }
-    if (held.expired) {
-      Refuse(&refusals, ref.key(), ref.token(), v1::LEASE_EXPIRED,
-             absl::StrCat("heartbeat.leases[", i, "]: the lease of key ", Quoted(ref.key()),
-                          " already expired; the key was handed out again"));
       continue;
     }
     table_->DisarmExpiryLocked(held);
@@ -213,12 +214,35 @@ void Worker::GiveBack(const std::vector<Lease>& leases) {
 std::shared_ptr<LeaseSink> Worker::GiveBackLocked(const std::vector<Lease>& leases) {
   table_->mu_.AssertHeld();
   for (const Lease& l : leases) {
+    // Expired before it was sent: its key went back already; nobody will answer it.
+    if (TakeExpiredLocked(l.key, l.token)) continue;
     auto it = held_.find(l.key);
     if (it == held_.end() || it->second.token != l.token) continue;
     table_->EndLeaseLocked(it->first, it->second, /*requeue=*/true);
     held_.erase(it);
   }
   return TakeSinkToCloseLocked();
+}
+
+size_t Worker::InFlightLocked() const {
+  table_->mu_.AssertHeld();
+  return held_.size() + expired_.size();
+}
+
+size_t Worker::in_flight() const {
+  MutexLock lock(&table_->mu_);
+  return InFlightLocked();
+}
+
+bool Worker::TakeExpiredLocked(absl::string_view key, uint64_t token) {
+  table_->mu_.AssertHeld();
+  for (size_t i = 0; i < expired_.size(); ++i) {
+    if (expired_[i].token != token || expired_[i].key != key) continue;
+    expired_[i] = std::move(expired_.back());
+    expired_.pop_back();
+    return true;
+  }
+  return false;
 }
 
 // ---- LeaseTable ----
@@ -292,16 +316,26 @@ void LeaseTable::DisarmExpiryLocked(Worker::Held& held) {
 void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool requeue,
                                 std::vector<workqueue::HandOut>* batch) {
   DisarmExpiryLocked(held);
-  if (held.expired) return;  // its hand-out already ended when it expired
-  // Add while still processing marks the key dirty; Done then puts it back in the FIFO. After
-  // shutdown the Add is refused and the key dropped, as client-go drops it.
-  if (requeue) queue_->Add(key).IgnoreError();
   const workqueue::HandOut end{.slot = held.slot, .token = held.token};
-  if (batch != nullptr) {
+  if (requeue) {
+    ReturnLocked(key, end);
+  } else if (batch != nullptr) {
     batch->push_back(end);
   } else {
     queue_->DoneAll({&end, 1});
   }
+}
+
+void LeaseTable::ReturnLocked(absl::string_view key, const workqueue::HandOut& end) {
+  // Add while still processing marks the key dirty; Done then puts it back in the FIFO. After
+  // shutdown the Add is refused and the key dropped, as client-go drops it.
+  queue_->Add(key).IgnoreError();
+  queue_->DoneAll({&end, 1});
+}
+
+void LeaseTable::Return(const std::vector<Lease>& leases) {
+  MutexLock lock(&mu_);
+  for (const Lease& l : leases) ReturnLocked(l.key, {.slot = l.slot, .token = l.token});
 }
 
 void LeaseTable::OnExpiryTimer() {
@@ -316,7 +350,9 @@ void LeaseTable::OnExpiryTimer() {
     Worker::Held& held = it->second;
     held.expiry = expiries_.end();
     EndLeaseLocked(it->first, held, /*requeue=*/true);
-    held.expired = true;
+    // Kept (against the worker's credit) until the worker answers it.
+    worker->expired_.push_back({.key = it->first, .token = held.token});
+    worker->held_.erase(it);
     expired_.fetch_add(1, std::memory_order_relaxed);
     if (expirations_ != nullptr) expirations_->Inc();
   }
@@ -328,6 +364,7 @@ void LeaseTable::DetachLocked(Worker* worker) {
   worker->attached_ = false;
   for (auto& [key, held] : worker->held_) EndLeaseLocked(key, held, /*requeue=*/true);
   worker->held_.clear();
+  worker->expired_.clear();  // their keys went back when they expired
   workers_.erase(std::find(workers_.begin(), workers_.end(), worker));
   if (workers_gauge_ != nullptr) workers_gauge_->Set(static_cast<double>(workers_.size()));
 }
@@ -335,7 +372,7 @@ void LeaseTable::DetachLocked(Worker* worker) {
 size_t LeaseTable::AwaitCredit() {
   MutexLock lock(&mu_);
   auto credit = [](const Worker* w) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    return !w->draining_ && w->held_.size() < w->options_.max_in_flight;
+    return !w->draining_ && w->InFlightLocked() < w->options_.max_in_flight;
   };
   mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
     return stopping_ || std::any_of(workers_.begin(), workers_.end(), credit);
@@ -346,7 +383,7 @@ size_t LeaseTable::AwaitCredit() {
   size_t want = 0;
   for (const Worker* w : workers_) {
     if (!credit(w)) continue;
-    want = std::max<size_t>(want, std::min<size_t>(w->options_.max_in_flight - w->held_.size(),
+    want = std::max<size_t>(want, std::min<size_t>(w->options_.max_in_flight - w->InFlightLocked(),
                                                    w->options_.max_batch));
   }
   return want;
@@ -364,7 +401,8 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
       Worker* w = workers_[(start + i) % n];
       if (w->draining_) continue;
       const size_t take = std::min<size_t>(
-          {w->options_.max_in_flight - std::min<size_t>(w->held_.size(), w->options_.max_in_flight),
+          {w->options_.max_in_flight -
+               std::min<size_t>(w->InFlightLocked(), w->options_.max_in_flight),
            w->options_.max_batch, leases->size() - next});
       if (take == 0) continue;
       Delivery& d = deliveries.emplace_back();
@@ -372,11 +410,12 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
       d.leases.reserve(take);
       for (size_t k = next; k < next + take; ++k) {
         Lease& l = (*leases)[k];
+        // The queue hands a key to one processor at a time: no live lease of it is held here
+        // (an expired one may be, in expired_, and stays).
         auto [it, inserted] = w->held_.try_emplace(l.key);
         Worker::Held& held = it->second;
         held.token = l.token;
         held.slot = l.slot;
-        held.expired = false;
         ArmExpiryLocked(w, it->first, held);
         d.leases.push_back(std::move(l));  // the caller refills the vector
       }
@@ -387,8 +426,8 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
   // Nobody could take the rest (workers left meanwhile, or stopping): back into the queue (and
   // dropped by it after shutdown).
   for (; next < leases->size(); ++next) {
-    queue_->Add((*leases)[next].key).IgnoreError();
-    queue_->Done((*leases)[next]).IgnoreError();
+    const Lease& l = (*leases)[next];
+    ReturnLocked(l.key, {.slot = l.slot, .token = l.token});
   }
   return deliveries;
 }
@@ -408,7 +447,7 @@ void LeaseTable::CloseWorkers(const absl::Status& status, bool idle_only) {
   {
     MutexLock lock(&mu_);
     for (Worker* w : workers_) {
-      if (w->close_sent_ || (idle_only && !w->held_.empty())) continue;
+      if (w->close_sent_ || (idle_only && w->InFlightLocked() != 0)) continue;
       w->close_sent_ = true;
       to_close.push_back(w->sink_);
     }
@@ -432,7 +471,7 @@ std::vector<WorkerInfo> LeaseTable::Workers() const {
                    .peer = w->options_.peer,
                    .name = w->options_.name,
                    .max_in_flight = w->options_.max_in_flight,
-                   .in_flight = w->held_.size(),
+                   .in_flight = w->InFlightLocked(),
                    .draining = w->draining_});
   }
   return out;
@@ -446,7 +485,7 @@ size_t LeaseTable::worker_count() const {
 size_t LeaseTable::Held() const {
   MutexLock lock(&mu_);
   size_t n = 0;
-  for (const Worker* w : workers_) n += w->held_.size();
+  for (const Worker* w : workers_) n += w->InFlightLocked();
   return n;
 }
 

@@ -20,7 +20,12 @@
 // unsent leases, a batch nobody could take); or the worker detaching (every key it holds is
 // added again). An expired lease keeps its place in the worker's table, counting against its
 // credit (its reconcile is still busy, or hung), until the worker answers it (refused:
-// LEASE_EXPIRED) or detaches.
+// LEASE_EXPIRED) or detaches — also when the queue hands the same key to the same worker again
+// meanwhile: the two leases are two entries, each answered by its own token.
+//
+// Giving a key back (ReturnLocked) is one rule, whoever does it: add the key again, then end its
+// hand-out, under mu_ — so the queue sees it dirty before it stops processing it, and every Done
+// happens under mu_ (AwaitNoneInFlight's wake-up).
 //
 // Lock order: LeaseTable::mu_ before the workqueue's lock. Sinks are called without mu_ held.
 //
@@ -108,6 +113,8 @@ class Worker {
   void Drain(const std::vector<workqueue::Lease>& unsent);
   // Gives back leases the sink received but will never send (the stream is draining or ending).
   void GiveBack(const std::vector<workqueue::Lease>& leases);
+  // Leases held (expired ones included, until answered): what counts against max_in_flight.
+  size_t in_flight() const;
   // Ends every held lease and adds its key again, and lets go of the sink: no delivery starts
   // after it returns (one already running may finish; the sink is shared for that). Never
   // blocks on the sink. Idempotent.
@@ -115,13 +122,18 @@ class Worker {
 
  private:
   friend class LeaseTable;
-  // A held lease; its key is the held_ map's key.
+  // A live lease; its key is the held_ map's key.
   struct Held {
     uint64_t token = 0;
     uint32_t slot = 0;  // workqueue::Lease::slot
-    // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire or it expired).
+    // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire).
     std::multimap<absl::Time, ExpiryRef>::iterator expiry;
-    bool expired = false;
+  };
+  // An expired lease not yet answered: its hand-out ended (the key went back) but the worker's
+  // reconcile may still run, so it keeps its credit.
+  struct Expired {
+    std::string key;
+    uint64_t token = 0;
   };
   Worker(LeaseTable* table, std::string stream_id, WorkerOptions options,
          std::shared_ptr<LeaseSink> sink);
@@ -131,6 +143,9 @@ class Worker {
   // Ends the leases of `leases` this worker still holds with those tokens, adding their keys
   // again; returns TakeSinkToCloseLocked().
   std::shared_ptr<LeaseSink> GiveBackLocked(const std::vector<workqueue::Lease>& leases);
+  size_t InFlightLocked() const;
+  // Removes the expired lease (key, token); returns whether there was one.
+  bool TakeExpiredLocked(absl::string_view key, uint64_t token);
 
   LeaseTable* const table_;  // outlives: the attacher holds a shared_ptr to the queue
   const std::string stream_id_;
@@ -141,6 +156,7 @@ class Worker {
   bool draining_ = false;
   bool close_sent_ = false;
   absl::flat_hash_map<std::string, Held> held_;
+  std::vector<Expired> expired_;
 };
 
 class LeaseTable {
@@ -184,6 +200,9 @@ class LeaseTable {
   // workers left meanwhile, or we are stopping) go back to the queue. Returns the deliveries to
   // make, outside any lock.
   std::vector<Delivery> Assign(std::vector<workqueue::Lease>* leases);
+  // Dispatcher: gives back leases it got from the queue but may not hand out (the replica's term
+  // ended), as any give-back (ReturnLocked).
+  void Return(const std::vector<workqueue::Lease>& leases);
 
   // No more dispatching or attaching; workers keep applying outcomes.
   void Stop();
@@ -209,6 +228,10 @@ class LeaseTable {
   // mu_) — Apply's batch of outcomes; without, it happens now.
   void EndLeaseLocked(absl::string_view key, Worker::Held& held, bool requeue,
                       std::vector<workqueue::HandOut>* batch = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives back a hand-out of `key`: adds the key again, then ends the hand-out (see the header
+  // comment). The one implementation of giving back.
+  void ReturnLocked(absl::string_view key, const workqueue::HandOut& end)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmExpiryLocked(Worker* worker, absl::string_view key, Worker::Held& held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

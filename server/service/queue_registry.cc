@@ -174,10 +174,7 @@ void NamedQueue::Dispatch() {
     if (gate_ != nullptr && !gate_->MayDispatch()) {
       // The replica's term ended (or its renew deadline passed): nothing more is handed out. The
       // keys go back; the registry closes this queue once the elector notices.
-      for (const Lease& lease : leases) {
-        queue_->Done(lease).IgnoreError();
-        queue_->Add(lease.key).IgnoreError();
-      }
+      leases_.Return(leases);
       absl::SleepFor(absl::Milliseconds(20));
       continue;
     }

@@ -28,6 +28,11 @@ inline constexpr size_t kMaxMaxBatchBytes = 64 << 20;
 
 static_assert(kDefaultMaxBatchBytes < kGrpcDefaultMaxReceiveBytes);
 
+// A Work stream's answers waiting to be written (Started, refusals) at most, in bytes: past it
+// the stream reads no more of the worker's messages until they drain to half, so a worker that
+// sends and never reads is held back by gRPC's flow control instead of growing the daemon.
+inline constexpr size_t kMaxBufferedControlBytes = 1 << 20;
+
 }  // namespace informerd::service
 
 #endif  // INFORMERD_SERVER_SERVICE_LIMITS_H_

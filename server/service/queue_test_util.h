@@ -63,6 +63,7 @@ class QueueServer {
   v1::Queues::Stub& queues() { return *queues_stub_; }
   v1::Work::Stub& work() { return *work_stub_; }
   QueueService& queue_service() { return queues_; }
+  WorkService& work_service() { return work_; }
 
   grpc::Status CreateQueue(const v1::QueueSpec& spec, v1::QueueInfo* info = nullptr) {
     grpc::ClientContext ctx;
@@ -155,6 +156,8 @@ class WorkerStream {
   }
   // Next message, or false when the stream ended.
   bool Read(v1::ProcessResponse* r) { return stream_->Read(r); }
+  // Cancels the call: a Write blocked on flow control returns false.
+  void Cancel() { ctx_.TryCancel(); }
   // Reads until Started, then returns the stream id ("" if the stream ended).
   std::string ReadStarted(v1::Started* started = nullptr) {
     v1::ProcessResponse r;

@@ -1,5 +1,6 @@
 #include "server/service/work_service.h"
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -31,8 +32,13 @@ class WorkService::Stream final
       public std::enable_shared_from_this<Stream> {
  public:
   Stream(QueueRegistry* queues, auth::Guard* guard, const InformerRegistry* informers,
-         grpc::CallbackServerContext* context)
-      : queues_(queues), guard_(guard), informers_(informers), context_(context) {}
+         grpc::CallbackServerContext* context, std::atomic<int64_t>* buffered)
+      : queues_(queues),
+        guard_(guard),
+        informers_(informers),
+        context_(context),
+        buffered_(buffered) {}
+  ~Stream() override { buffered_->fetch_sub(static_cast<int64_t>(control_bytes_)); }
 
   void Begin() {
     self_ = shared_from_this();
@@ -96,21 +102,27 @@ class WorkService::Stream final
           break;  // an empty message: nothing to do
       }
     }
-    NextRead();
+    ReadOnOrPause();
   }
 
   void OnWriteDone(bool ok) override {
     std::shared_ptr<Stream> keep = shared_from_this();
+    bool resume_reading = false;
     {
       MutexLock lock(&mu_);
       writing_ = false;
+      if (read_paused_ && !finishing_ && control_bytes_ <= kMaxBufferedControlBytes / 2) {
+        read_paused_ = false;
+        resume_reading = true;
+      }
       if (!ok) {
         // The stream is broken: nothing more can be written, so finish now.
         finishing_ = true;
-        pending_control_.clear();
+        ClearControlLocked();
         if (!finish_status_) finish_status_ = grpc::Status(grpc::StatusCode::UNAVAILABLE, "write failed");
       }
     }
+    if (resume_reading) NextRead();
     Pump();
   }
 
@@ -134,6 +146,31 @@ class WorkService::Stream final
     arena_.Reset();
     in_ = google::protobuf::Arena::CreateMessage<v1::ProcessRequest>(&arena_);
     StartRead(in_);
+  }
+
+  // Reads the next message, unless the answers waiting to be written are over their bound: then
+  // reading resumes when a write brings them down to half (OnWriteDone).
+  void ReadOnOrPause() {
+    {
+      MutexLock lock(&mu_);
+      if (control_bytes_ > kMaxBufferedControlBytes) {
+        read_paused_ = true;
+        return;
+      }
+    }
+    NextRead();
+  }
+
+  void PushControlLocked(v1::ProcessResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const size_t bytes = response.ByteSizeLong();
+    control_bytes_ += bytes;
+    buffered_->fetch_add(static_cast<int64_t>(bytes));
+    pending_control_.push_back({std::move(response), bytes});
+  }
+  void ClearControlLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    buffered_->fetch_sub(static_cast<int64_t>(control_bytes_));
+    control_bytes_ = 0;
+    pending_control_.clear();
   }
 
   // The first message's checks that need no lookup.
@@ -257,7 +294,7 @@ class WorkService::Stream final
       MutexLock lock(&mu_);
       max_batch_ = batch == 0 || batch > start.max_in_flight() ? start.max_in_flight() : batch;
       // Started goes out before any lease: leases wait until `started_` is set.
-      pending_control_.push_back(std::move(r));
+      PushControlLocked(std::move(r));
       started_ = true;
     }
     Pump();
@@ -275,7 +312,7 @@ class WorkService::Stream final
     {
       MutexLock lock(&mu_);
       if (finishing_) return;
-      pending_control_.push_back(std::move(response));
+      PushControlLocked(std::move(response));
     }
     Pump();
   }
@@ -302,7 +339,9 @@ class WorkService::Stream final
       MutexLock lock(&mu_);
       if (writing_ || finished_) return;
       if (!pending_control_.empty()) {
-        control_out_ = std::move(pending_control_.front());
+        control_out_ = std::move(pending_control_.front().response);
+        control_bytes_ -= pending_control_.front().bytes;
+        buffered_->fetch_sub(static_cast<int64_t>(pending_control_.front().bytes));
         pending_control_.pop_front();
         action = kWrite;
       } else if (finishing_ && !authorizing_) {
@@ -421,13 +460,20 @@ class WorkService::Stream final
   bool authorizing_ ABSL_GUARDED_BY(mu_) = false;
   std::optional<grpc::Status> finish_status_ ABSL_GUARDED_BY(mu_);
   uint32_t max_batch_ ABSL_GUARDED_BY(mu_) = 1;
-  std::deque<v1::ProcessResponse> pending_control_ ABSL_GUARDED_BY(mu_);
+  struct Control {
+    v1::ProcessResponse response;
+    size_t bytes;
+  };
+  std::deque<Control> pending_control_ ABSL_GUARDED_BY(mu_);
+  size_t control_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of pending_control_
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t>* const buffered_;  // the service's sum of control_bytes_
   std::deque<workqueue::Lease> pending_leases_ ABSL_GUARDED_BY(mu_);
 };
 
 grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* WorkService::Process(
     grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<Stream>(queues_, guard_, informers_, context);
+  auto stream = std::make_shared<Stream>(queues_, guard_, informers_, context, &buffered_);
   stream->Begin();
   return stream.get();
 }

@@ -14,11 +14,16 @@
 // server shutdown) every key it holds is done and added again (NamedQueue's Worker::Detach).
 //
 // Keys are handed to streams by the queue's dispatcher thread (queue_registry.h); the reactors
-// here never block.
+// here never block. A stream whose answers (refusals) wait to be written past
+// kMaxBufferedControlBytes (limits.h) reads nothing more until they drain: a worker that sends
+// and never reads stalls itself, not the daemon.
 //
 // Thread safety: gRPC calls Process from any thread; each stream serializes its own state.
 #ifndef INFORMERD_SERVER_SERVICE_WORK_SERVICE_H_
 #define INFORMERD_SERVER_SERVICE_WORK_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
 
 #include "informerd/v1/work.grpc.pb.h"
 #include "server/auth/guard.h"
@@ -41,8 +46,12 @@ class WorkService final : public v1::Work::CallbackService {
   grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* Process(
       grpc::CallbackServerContext* context) override;
 
+  // Bytes of answers waiting to be written, over all streams.
+  int64_t buffered_control_bytes() const { return buffered_.load(); }
+
  private:
   class Stream;
+  std::atomic<int64_t> buffered_{0};
   QueueRegistry* const queues_;
   auth::Guard* const guard_;
   const InformerRegistry* const informers_;

@@ -1,6 +1,7 @@
 // Work streams over real gRPC on loopback: keys are never held by two streams at once, a stream
 // never holds more than its credit, a stream's end gives its keys to another, and outcomes for
 // keys a stream does not hold (or with stale tokens) are refused while the stream goes on.
+#include <algorithm>
 #include <atomic>
 #include <set>
 #include <string>
@@ -13,6 +14,7 @@
 #include "base/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/service/limits.h"
 #include "server/service/queue_test_util.h"
 
 namespace informerd::service {
@@ -179,6 +181,41 @@ TEST(WorkServiceTest, OutcomesForKeysNotHeldOrWithStaleTokensAreRefusedAndTheStr
   l = w.ReadLeases();
   ASSERT_EQ(l.size(), 1u);
   EXPECT_EQ(l[0].key(), "ns/b");
+}
+
+// A worker that sends outcomes the daemon refuses and never reads the refusals: the stream stops
+// reading once its unwritten answers pass their bound, and gRPC's flow control holds the worker
+// back, so the daemon's buffer stays bounded (it grew by every refusal before).
+TEST(WorkServiceTest, AWorkerThatNeverReadsItsRefusalsIsHeldBackNotBuffered) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  const std::string key(8 << 10, 'k');  // each refusal carries the key: ~8 KiB
+  constexpr int kMessages = 3000;       // ~24 MiB of refusals if all were buffered
+  std::atomic<int> sent{0};
+  std::thread writer([&] {
+    for (int i = 0; i < kMessages; ++i) {
+      if (!w.Send({WorkerStream::Outcome(key, static_cast<uint64_t>(i + 1),
+                                         v1::Outcome::SUCCESS)})) {
+        return;
+      }
+      sent.fetch_add(1);
+    }
+  });
+  int64_t most = 0;
+  const absl::Time until = absl::Now() + absl::Seconds(3);
+  while (absl::Now() < until && sent.load() < kMessages) {
+    most = std::max(most, s.work_service().buffered_control_bytes());
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  most = std::max(most, s.work_service().buffered_control_bytes());
+  w.Cancel();
+  writer.join();
+  // The bound, plus the one refusal that crossed it.
+  EXPECT_LE(most, static_cast<int64_t>(kMaxBufferedControlBytes + (16 << 10)));
+  EXPECT_GT(most, 0);
+  EXPECT_LT(sent.load(), kMessages);
 }
 
 TEST(WorkServiceTest, RequeueAfterAndRetryOutcomesAddTheKeyAgain) {

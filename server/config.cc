@@ -347,7 +347,8 @@ absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
   }
   if (const YAML::Node& n = root["authorization"]) {
     if (absl::Status s = CheckKeys(n, origin, "authorization",
-                                   {"allowTTL", "denyTTL", "cacheSize", "reviewTimeout"});
+                                   {"allowTTL", "denyTTL", "cacheSize", "reviewTimeout",
+                                    "maxPendingPerPeer"});
         !s.ok()) {
       return s;
     }
@@ -365,6 +366,12 @@ absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
           Int(n["cacheSize"], origin, "authorization.cacheSize", 1, 10000000);
       if (!v.ok()) return v.status();
       auth->cache_size = static_cast<size_t>(*v);
+    }
+    if (n["maxPendingPerPeer"]) {
+      absl::StatusOr<int64_t> v = Int(n["maxPendingPerPeer"], origin,
+                                      "authorization.maxPendingPerPeer", 1, 10000000);
+      if (!v.ok()) return v.status();
+      auth->max_pending_per_peer = static_cast<size_t>(*v);
     }
   }
   if (const YAML::Node& n = root["callerLimits"]) {

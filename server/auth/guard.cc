@@ -37,6 +37,37 @@ const std::string& DecisionKey(const Caller& caller, const Attributes& a) {
   return key;
 }
 
+// Makes room for one more entry in `cache`, which holds at most `capacity`: expired entries go
+// first; if none has, the least recently used eighth — never the whole cache, so a flood of new
+// entries pushes out only entries nobody uses.
+template <typename Map>
+void MakeRoom(Map& cache, size_t capacity, absl::Time now) {
+  if (cache.size() < capacity) return;
+  absl::erase_if(cache, [now](const auto& kv) { return kv.second.expires <= now; });
+  if (cache.size() < capacity) return;
+  std::vector<absl::Time> used;
+  used.reserve(cache.size());
+  for (const auto& kv : cache) used.push_back(kv.second.last_used);
+  const size_t evict = std::max<size_t>(1, cache.size() / 8);
+  std::nth_element(used.begin(), used.begin() + static_cast<ptrdiff_t>(evict - 1), used.end());
+  const absl::Time cutoff = used[evict - 1];
+  size_t evicted = 0;
+  absl::erase_if(cache, [&](const auto& kv) {
+    if (evicted >= evict || kv.second.last_used > cutoff) return false;
+    ++evicted;
+    return true;
+  });
+}
+
+// "ipv4:10.0.0.1:5000" -> "ipv4:10.0.0.1", "ipv6:[::1]:5000" -> "ipv6:[::1]"; a unix peer as is.
+std::string PeerHost(absl::string_view peer) {
+  if (absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:")) {
+    const size_t colon = peer.rfind(':');
+    if (colon > 5) return std::string(peer.substr(0, colon));
+  }
+  return std::string(peer);
+}
+
 absl::Status Unauthenticated(absl::string_view why) {
   return Error(absl::StatusCode::kUnauthenticated, v1::NOT_AUTHENTICATED, why);
 }
@@ -302,10 +333,15 @@ absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind,
 Guard::Cached Guard::Lookup(const Caller& caller, const Attributes& a, std::string* reason) {
   const std::string& key = DecisionKey(caller, a);
   MutexLock lock(&cache_mu_);
-  auto it = decisions_.find(key);
-  if (it == decisions_.end() || it->second.expires <= clock_->Now()) return Cached::kUnknown;
-  if (reason != nullptr) *reason = it->second.reason;
-  return it->second.allowed ? Cached::kAllowed : Cached::kDenied;
+  const absl::Time now = clock_->Now();
+  for (auto* cache : {&decisions_, &denials_}) {
+    auto it = cache->find(key);
+    if (it == cache->end() || it->second.expires <= now) continue;
+    it->second.last_used = now;
+    if (reason != nullptr) *reason = it->second.reason;
+    return it->second.allowed ? Cached::kAllowed : Cached::kDenied;
+  }
+  return Cached::kUnknown;
 }
 
 absl::Status Guard::Decide(const Caller& caller, const Requirement& requirement,
@@ -327,28 +363,40 @@ absl::Status Guard::Decide(const Caller& caller, const Requirement& requirement,
           all = false;
           break;
         }
-        const absl::Time start = clock_->Now();
-        absl::StatusOr<AccessDecision> d =
-            ReviewAccess(*reviews_, caller.identity, a, options_.review_timeout);
-        access_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
-        if (!d.ok()) {
-          unavailable = ReviewUnavailable("SubjectAccessReview", d.status());
-          all = false;
-          break;
-        }
-        reason = d->reason;
+        // One review per decision at a time: a call wanting one already under way waits for it.
+        const std::string flight = absl::StrCat("d", DecisionKey(caller, a));
         {
           MutexLock lock(&cache_mu_);
-          if (decisions_.size() >= options_.cache_size) {
-            const absl::Time now = clock_->Now();
-            absl::erase_if(decisions_, [now](const auto& kv) { return kv.second.expires <= now; });
-            if (decisions_.size() >= options_.cache_size) decisions_.clear();
-          }
-          decisions_[DecisionKey(caller, a)] = Decision{
-              d->allowed, d->reason,
-              clock_->Now() + (d->allowed ? options_.allow_ttl : options_.deny_ttl)};
+          cache_mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return !reviewing_.contains(flight);
+          });
+          reviewing_.insert(flight);
         }
-        c = d->allowed ? Cached::kAllowed : Cached::kDenied;
+        c = Lookup(caller, a, &reason);  // answered meanwhile?
+        if (c != Cached::kUnknown) {
+          MutexLock lock(&cache_mu_);
+          reviewing_.erase(flight);
+        } else {
+          const absl::Time start = clock_->Now();
+          absl::StatusOr<AccessDecision> d =
+              ReviewAccess(*reviews_, caller.identity, a, options_.review_timeout);
+          access_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
+          MutexLock lock(&cache_mu_);
+          reviewing_.erase(flight);
+          if (!d.ok()) {
+            unavailable = ReviewUnavailable("SubjectAccessReview", d.status());
+            all = false;
+            break;
+          }
+          reason = d->reason;
+          const absl::Time now = clock_->Now();
+          auto& cache = d->allowed ? decisions_ : denials_;
+          MakeRoom(cache, d->allowed ? options_.cache_size : RefusalCapacity(), now);
+          cache[flight.substr(1)] = Decision{
+              d->allowed, d->reason, now + (d->allowed ? options_.allow_ttl : options_.deny_ttl),
+              now};
+          c = d->allowed ? Cached::kAllowed : Cached::kDenied;
+        }
       } else {
         decision_hits_->Inc();
       }
@@ -394,28 +442,49 @@ absl::Status Guard::CheckInline(grpc::CallbackServerContext* context, CallKind k
 std::optional<absl::Status> Guard::CachedToken(absl::string_view token,
                                                std::shared_ptr<Caller>* caller) {
   MutexLock lock(&cache_mu_);
-  auto t = tokens_.find(token);
-  if (t == tokens_.end() || t->second.expires <= clock_->Now()) return std::nullopt;
-  if (t->second.caller == nullptr) return TokenRejected(t->second.error);
-  *caller = t->second.caller;
-  return absl::OkStatus();
+  const absl::Time now = clock_->Now();
+  for (auto* cache : {&tokens_, &rejected_tokens_}) {
+    auto t = cache->find(token);
+    if (t == cache->end() || t->second.expires <= now) continue;
+    t->second.last_used = now;
+    if (t->second.caller == nullptr) return TokenRejected(t->second.error);
+    *caller = t->second.caller;
+    return absl::OkStatus();
+  }
+  return std::nullopt;
 }
 
+size_t Guard::RefusalCapacity() const { return std::max<size_t>(1, options_.cache_size / 4); }
+
 absl::Status Guard::ReviewTokenNow(const std::string& token, std::shared_ptr<Caller>* caller) {
-  // Another call may have reviewed it meanwhile.
-  if (std::optional<absl::Status> cached = CachedToken(token, caller); cached.has_value()) {
-    return *cached;
-  }
   if (reviews_ == nullptr) {
     return ReviewUnavailable("TokenReview",
                              absl::FailedPreconditionError("no cluster is configured"));
+  }
+  // One review per token at a time: a call with a token already under review waits for it.
+  const std::string flight = absl::StrCat("t", token);
+  {
+    MutexLock lock(&cache_mu_);
+    cache_mu_.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return !reviewing_.contains(flight); });
+    reviewing_.insert(flight);
+  }
+  // Another call may have reviewed it meanwhile.
+  if (std::optional<absl::Status> cached = CachedToken(token, caller); cached.has_value()) {
+    MutexLock lock(&cache_mu_);
+    reviewing_.erase(flight);
+    return *cached;
   }
   const absl::Time start = clock_->Now();
   absl::StatusOr<TokenReviewResult> r =
       ReviewToken(*reviews_, token, options_.audiences, options_.review_timeout);
   token_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
-  if (!r.ok()) return ReviewUnavailable("TokenReview", r.status());
-  TokenEntry entry{.expires = clock_->Now() + options_.token_ttl};
+  if (!r.ok()) {
+    MutexLock lock(&cache_mu_);
+    reviewing_.erase(flight);
+    return ReviewUnavailable("TokenReview", r.status());
+  }
+  const absl::Time now = clock_->Now();
+  TokenEntry entry{.expires = now + options_.token_ttl, .last_used = now};
   if (r->authenticated) {
     entry.caller = callers_.Intern(std::move(r->identity));
   } else {
@@ -423,12 +492,10 @@ absl::Status Guard::ReviewTokenNow(const std::string& token, std::shared_ptr<Cal
   }
   {
     MutexLock lock(&cache_mu_);
-    if (tokens_.size() >= options_.cache_size) {
-      const absl::Time now = clock_->Now();
-      absl::erase_if(tokens_, [now](const auto& kv) { return kv.second.expires <= now; });
-      if (tokens_.size() >= options_.cache_size) tokens_.clear();
-    }
-    tokens_[token] = entry;
+    reviewing_.erase(flight);
+    auto& cache = entry.caller != nullptr ? tokens_ : rejected_tokens_;
+    MakeRoom(cache, entry.caller != nullptr ? options_.cache_size : RefusalCapacity(), now);
+    cache[token] = entry;
   }
   if (entry.caller == nullptr) return TokenRejected(entry.error);
   *caller = std::move(entry.caller);
@@ -449,18 +516,28 @@ absl::Status Guard::Authorize(const Caller* caller, const Requirement& requireme
 }
 
 void Guard::Enqueue(Job job) {
+  job.peer = PeerHost(job.context->peer());
+  bool peer_full = false;
   {
     MutexLock lock(&jobs_mu_);
-    if (!stopping_ && jobs_.size() < options_.max_pending) {
+    size_t& from_peer = pending_by_peer_[job.peer];
+    peer_full = from_peer >= options_.max_pending_per_peer;
+    if (!stopping_ && !peer_full && jobs_.size() < options_.max_pending) {
+      ++from_peer;
       jobs_.push_back(std::move(job));
       return;
     }
+    if (from_peer == 0) pending_by_peer_.erase(job.peer);
   }
   unavailable_->Inc();
   job.deny(Error(absl::StatusCode::kUnavailable, v1::AUTHORIZATION_UNAVAILABLE,
-                 absl::StrCat("more than ", options_.max_pending,
-                              " calls are waiting for authentication or authorization reviews; "
-                              "retry later")));
+                 peer_full ? absl::StrCat("more than ", options_.max_pending_per_peer,
+                                          " calls from ", job.peer,
+                                          " are waiting for authentication or authorization "
+                                          "reviews; retry later")
+                           : absl::StrCat("more than ", options_.max_pending,
+                                          " calls are waiting for authentication or "
+                                          "authorization reviews; retry later")));
 }
 
 void Guard::RunJob(Job& job) {
@@ -510,6 +587,10 @@ void Guard::Work() {
       if (jobs_.empty()) return;
       job = std::move(jobs_.front());
       jobs_.pop_front();
+      if (auto it = pending_by_peer_.find(job.peer); it != pending_by_peer_.end() &&
+                                                     --it->second == 0) {
+        pending_by_peer_.erase(it);
+      }
     }
     RunJob(job);
   }

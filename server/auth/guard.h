@@ -24,11 +24,16 @@
 // server down, an error response, a timeout): UNAVAILABLE (reason AUTHORIZATION_UNAVAILABLE) —
 // the call is refused, never allowed, and nothing is cached.
 //
-// Caches: TokenReview results (authenticated or not) for token_ttl; SubjectAccessReview
-// decisions for allow_ttl or deny_ttl. Both are bounded (cache_size entries: expired entries go
-// first, then everything). A call whose decisions are all cached is checked inline on gRPC's
-// thread (a few hash lookups); any other waits for a review thread (review_threads, with at most
-// max_pending calls waiting: UNAVAILABLE beyond), so no gRPC thread ever waits on the API server.
+// Caches: TokenReview results for token_ttl; SubjectAccessReview decisions for allow_ttl or
+// deny_ttl. Refusals are kept apart from what was accepted (rejected tokens, denied decisions),
+// so that a flood of bad tokens or of names nobody may use cannot push out the entries
+// legitimate callers use. Each is bounded (cache_size entries; the refusals a quarter of it):
+// when full, expired entries go first, then the least recently used eighth — never the whole
+// cache. Identical reviews wanted at once are made once (the others wait for its answer). A call
+// whose decisions are all cached is checked inline on gRPC's thread (a few hash lookups); any
+// other waits for a review thread (review_threads, with at most max_pending calls waiting, and
+// at most max_pending_per_peer from one client address: UNAVAILABLE beyond), so no gRPC thread
+// ever waits on the API server and no one client takes every waiting place.
 //
 // Limits per caller (CallerLimits): calls in flight (a unary call counts from arrival until its
 // Ticket is dropped: at once for calls answered inline, later for those that wait), open streams
@@ -57,6 +62,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -229,6 +235,7 @@ class Guard {
  private:
   struct Job {
     grpc::CallbackServerContext* context;
+    std::string peer;  // the client's address without its port
     CallKind kind;
     RequirementFn need;
     std::optional<Requirement> requirement;  // once `need` ran
@@ -239,11 +246,13 @@ class Guard {
     std::shared_ptr<Caller> caller;  // nullptr: not authenticated
     std::string error;
     absl::Time expires;
+    absl::Time last_used;
   };
   struct Decision {
     bool allowed;
     std::string reason;
     absl::Time expires;
+    absl::Time last_used;
   };
   enum class Cached { kAllowed, kDenied, kUnknown };
 
@@ -264,6 +273,8 @@ class Guard {
   std::optional<absl::Status> CachedToken(absl::string_view token,
                                           std::shared_ptr<Caller>* caller);
   Cached Lookup(const Caller& caller, const Attributes& a, std::string* reason);
+  // Entries the refusal caches (rejected tokens, denied decisions) hold at most.
+  size_t RefusalCapacity() const;
   // Reviews what the cache does not know. OK, PERMISSION_DENIED or UNAVAILABLE.
   absl::Status Decide(const Caller& caller, const Requirement& requirement, bool may_review);
   absl::Status ReviewTokenNow(const std::string& token, std::shared_ptr<Caller>* caller);
@@ -286,11 +297,18 @@ class Guard {
   std::vector<std::shared_ptr<Caller>> unix_callers_;  // by index of options_.unix_peers
 
   mutable Mutex cache_mu_;
+  // Accepted tokens and allowed decisions; rejected tokens and denied decisions apart.
   absl::flat_hash_map<std::string, TokenEntry> tokens_ ABSL_GUARDED_BY(cache_mu_);
+  absl::flat_hash_map<std::string, TokenEntry> rejected_tokens_ ABSL_GUARDED_BY(cache_mu_);
   absl::flat_hash_map<std::string, Decision> decisions_ ABSL_GUARDED_BY(cache_mu_);
+  absl::flat_hash_map<std::string, Decision> denials_ ABSL_GUARDED_BY(cache_mu_);
+  // Reviews under way, by cache key ("t" + token, "d" + decision key): a second call wanting
+  // the same waits for the first's answer.
+  absl::flat_hash_set<std::string> reviewing_ ABSL_GUARDED_BY(cache_mu_);
 
   Mutex jobs_mu_;
   std::deque<Job> jobs_ ABSL_GUARDED_BY(jobs_mu_);
+  absl::flat_hash_map<std::string, size_t> pending_by_peer_ ABSL_GUARDED_BY(jobs_mu_);
   bool stopping_ ABSL_GUARDED_BY(jobs_mu_) = false;
   std::vector<std::thread> threads_;
 

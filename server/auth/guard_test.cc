@@ -90,7 +90,8 @@ struct SecureDaemon {
 // to "local-user", decisions cached for `ttl`.
 SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                    absl::Duration ttl = absl::Seconds(1),
-                   absl::Duration review_timeout = absl::Seconds(1)) {
+                   absl::Duration review_timeout = absl::Seconds(1),
+                   absl::string_view authorization_extra = "") {
   SetUpCluster();
   // Short: a unix socket path has at most 107 bytes, and TEST_TMPDIR is deep.
   const std::string socket = absl::StrCat("/tmp/informerd-auth-", getpid(), "-", name, ".sock");
@@ -100,7 +101,8 @@ SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                          "  cacheTTL: ", ttl_text, "\n  unixPeers: [{uid: ", getuid(),
                          ", user: local-user}]\n", "authorization: {allowTTL: ", ttl_text,
                          ", denyTTL: ", ttl_text, ", reviewTimeout: ",
-                         absl::FormatDuration(review_timeout), "}\n", extra_yaml));
+                         absl::FormatDuration(review_timeout), authorization_extra, "}\n",
+                         extra_yaml));
   absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
       {"--config=" + config, "--listen=127.0.0.1:0,unix://" + socket,
        "--tls_cert=" + Pki().server_cert, "--tls_key=" + Pki().server_key,
@@ -176,16 +178,22 @@ grpc::Status ListClusters(grpc::Channel* ch, const std::string& token) {
   return stub->ListClusters(&ctx, v1::ListClustersRequest(), &resp);
 }
 
-int64_t SubjectAccessReviews() {
+// A count of the fake API server's /_fake/stats ("subjectAccessReviews", "tokenReviews").
+int64_t Stat(absl::string_view name) {
   absl::StatusOr<std::string> stats = SharedApiServer()->Control("GET", "/_fake/stats", "");
   if (!stats.ok()) return -1;
-  const size_t at = stats->find("\"subjectAccessReviews\":");
+  const std::string field = absl::StrCat("\"", name, "\":");
+  const size_t at = stats->find(field);
   if (at == std::string::npos) return -1;
   int64_t n = -1;
   std::string digits;
-  for (size_t i = at + 23; i < stats->size() && isdigit((*stats)[i]); ++i) digits += (*stats)[i];
+  for (size_t i = at + field.size(); i < stats->size() && isdigit((*stats)[i]); ++i) {
+    digits += (*stats)[i];
+  }
   return absl::SimpleAtoi(digits, &n) ? n : -1;
 }
+
+int64_t SubjectAccessReviews() { return Stat("subjectAccessReviews"); }
 
 TEST(AuthTest, CallsWithoutAcceptedCredentialsAreRefusedBeforeAnythingIsServed) {
   SecureDaemon d = Start("unauthenticated");
@@ -533,6 +541,72 @@ TEST(AuthTest, AQueueSourceInformerThatDoesNotExistIsRefusedByName) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND) << s.error_message();
   EXPECT_EQ(Reason(s), "INFORMER_NOT_FOUND");
   EXPECT_THAT(s.error_message(), HasSubstr("spec.sources[0].informer_id"));
+}
+
+// A flood of bearer tokens nobody issued, and of names nobody may use, fills the caches with
+// refusals; the entries a legitimate caller uses stay (before, a full cache was wiped and every
+// caller's token and decisions were reviewed again).
+TEST(AuthTest, AFloodOfRefusalsDoesNotPushOutTheEntriesOthersUse) {
+  SecureDaemon d = Start("flood", "", absl::Seconds(60), absl::Seconds(1), ", cacheSize: 40");
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> a = Ensure(ch.get(), "t-alice", "configmaps", "authz-a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  const int64_t token_reviews = Stat("tokenReviews");
+  const int64_t access_reviews = SubjectAccessReviews();
+  for (int i = 0; i < 100; ++i) {
+    grpc::Status s = Get(ch.get(), absl::StrCat("t-forged-", i), a->id(), "authz-a/x");
+    ASSERT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  // And an authenticated caller asking about queues that do not exist (each a denied review).
+  auto queues = v1::Queues::NewStub(ch);
+  for (int i = 0; i < 60; ++i) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-nobody");
+    v1::GetQueueRequest req;
+    req.set_queue(absl::StrCat("nothing-", i));
+    v1::QueueInfo info;
+    ASSERT_EQ(queues->GetQueue(&ctx, req, &info).error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  }
+  EXPECT_EQ(Stat("tokenReviews"), token_reviews + 101);  // the forged ones, and nobody's
+  const int64_t flooded = SubjectAccessReviews();
+  EXPECT_GE(flooded, access_reviews + 60);
+  // alice is still known: no review of her token or her decisions.
+  ASSERT_TRUE(Get(ch.get(), "t-alice", a->id(), "authz-a/x").ok());
+  EXPECT_EQ(Stat("tokenReviews"), token_reviews + 101);
+  EXPECT_EQ(SubjectAccessReviews(), flooded);
+}
+
+// One client address cannot take every place in the review queue: past maxPendingPerPeer of its
+// calls waiting, the next are refused at once, naming the address.
+TEST(AuthTest, OneClientAddressHoldsAtMostItsShareOfTheWaitingReviews) {
+  SecureDaemon d = Start("per-peer", "", absl::Seconds(1), absl::Seconds(3),
+                         ", maxPendingPerPeer: 2");
+  auto ch = Tls(d);
+  Control("POST", "/_fake/faults",
+          R"({"type":"stall","resource":"tokenreviews","durationMs":2000,"count":-1})");
+  std::vector<grpc::Status> results(16);
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < results.size(); ++i) {
+    callers.emplace_back([&, i] {
+      results[i] = Get(ch.get(), absl::StrCat("t-unknown-", i), "configmaps-0000000000000000",
+                       "authz-a/x");
+    });
+  }
+  for (std::thread& t : callers) t.join();
+  Control("DELETE", "/_fake/faults", "");
+  int refused = 0;
+  for (const grpc::Status& s : results) {
+    if (s.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      EXPECT_THAT(s.error_message(), HasSubstr("calls from ipv4:127.0.0.1"));
+      ++refused;
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+    }
+  }
+  // 4 review threads take 4, 2 wait: the other 10 are refused (some may arrive after a review
+  // thread is free again, so at least most of them).
+  EXPECT_GE(refused, 6);
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

@@ -41,6 +41,8 @@ struct GuardOptions {
   absl::Duration review_timeout = absl::Seconds(5);
   int review_threads = 4;
   size_t max_pending = 10000;
+  // Of those, from one client address (its IP; every unix-socket peer counts as one).
+  size_t max_pending_per_peer = 1000;
   std::vector<UnixPeerMapping> unix_peers;
   CallerLimits limits;
   // nullptr: Clock::Real(). Must outlive the guard.

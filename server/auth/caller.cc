@@ -27,12 +27,17 @@ int HexDigit(char c) {
 
 }  // namespace
 
-std::string Identity::Key() const {
+std::string Identity::PrincipalKey() const {
   std::string key;
   AppendField(&key, user);
   AppendField(&key, uid);
   absl::StrAppend(&key, groups.size(), "g");
   for (const std::string& g : groups) AppendField(&key, g);
+  return key;
+}
+
+std::string Identity::Key() const {
+  std::string key = PrincipalKey();
   absl::StrAppend(&key, extra.size(), "x");
   for (const auto& [k, values] : extra) {
     AppendField(&key, k);
@@ -50,16 +55,33 @@ std::string Caller::Describe() const {
   return out;
 }
 
+bool Principal::Idle() {
+  MutexLock lock(&mu);
+  return in_flight.load() == 0 && streams.load() == 0 && informers.empty() && queues.empty();
+}
+
 std::shared_ptr<Caller> Callers::Intern(Identity identity) {
   std::string key = identity.Key();
   MutexLock lock(&mu_);
   if (auto it = by_key_.find(key); it != by_key_.end()) return it->second;
   if (by_key_.size() > kPruneAbove) {
+    // Callers nobody holds; then principals no caller holds and that hold nothing themselves
+    // (one that created an informer keeps its count, whoever forgot its callers).
     absl::erase_if(by_key_, [](const auto& kv) { return kv.second.use_count() == 1; });
+    absl::erase_if(principals_, [](const auto& kv) {
+      return kv.second.use_count() == 1 && kv.second->Idle();
+    });
   }
-  auto caller = std::make_shared<Caller>(next_id_++, std::move(identity));
+  std::shared_ptr<Principal>& principal = principals_[identity.PrincipalKey()];
+  if (principal == nullptr) principal = std::make_shared<Principal>();
+  auto caller = std::make_shared<Caller>(next_id_++, std::move(identity), principal);
   by_key_.emplace(std::move(key), caller);
   return caller;
+}
+
+size_t Callers::principals() const {
+  MutexLock lock(&mu_);
+  return principals_.size();
 }
 
 Identity IdentityFromSubject(const std::string& subject) {

@@ -309,7 +309,8 @@ absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind,
     return absl::OkStatus();
   }
   const bool stream = kind == CallKind::kStream;
-  std::atomic<int>* slot = stream ? &caller->streams : &caller->in_flight;
+  Principal& principal = *caller->principal;
+  std::atomic<int>* slot = stream ? &principal.streams : &principal.in_flight;
   const int limit = stream ? options_.limits.streams : options_.limits.in_flight;
   if (slot->fetch_add(1, std::memory_order_relaxed) >= limit) {
     slot->fetch_sub(1, std::memory_order_relaxed);
@@ -598,19 +599,33 @@ void Guard::Work() {
 
 namespace {
 
-absl::Status AdmitCreated(Caller* caller, const std::string& id,
-                          absl::flat_hash_set<std::string>* created, int limit, const char* what,
-                          const std::function<bool(const std::string&)>& exists)
-    ABSL_EXCLUSIVE_LOCKS_REQUIRED(caller->mu) {
-  absl::erase_if(*created, [&](const std::string& x) { return !exists(x); });
+// One admission of a created object, under the principal's lock: prune only finished creations
+// that no longer exist, count the rest (finished or under way), take a place.
+absl::Status AdmitCreated(const Caller& caller, const std::string& id,
+                          absl::flat_hash_map<std::string, bool>* created, int limit,
+                          const char* what,
+                          const std::function<bool(const std::string&)>& exists) {
+  absl::erase_if(*created, [&](const auto& kv) { return kv.second && !exists(kv.first); });
+  if (created->contains(id)) return absl::OkStatus();  // the same one, created again meanwhile
   if (static_cast<int>(created->size()) >= limit) {
     return Error(absl::StatusCode::kResourceExhausted, v1::CALLER_LIMIT,
-                 absl::StrCat(caller->Describe(), " has created ", created->size(), " ", what,
+                 absl::StrCat(caller.Describe(), " has created ", created->size(), " ", what,
                               " that still exist, its limit (callerLimits.", what, ")"),
-                 {{"limit", what}, {"user", caller->identity.user}});
+                 {{"limit", what}, {"user", caller.identity.user}});
   }
-  created->insert(id);
+  created->emplace(id, false);
   return absl::OkStatus();
+}
+
+void FinishCreated(absl::flat_hash_map<std::string, bool>* created, const std::string& id,
+                   bool ok) {
+  auto it = created->find(id);
+  if (it == created->end()) return;
+  if (ok) {
+    it->second = true;
+  } else {
+    created->erase(it);
+  }
 }
 
 }  // namespace
@@ -618,16 +633,31 @@ absl::Status AdmitCreated(Caller* caller, const std::string& id,
 absl::Status Guard::AdmitInformer(Caller* caller, const std::string& id,
                                   const std::function<bool(const std::string&)>& exists) {
   if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
-  MutexLock lock(&caller->mu);
-  return AdmitCreated(caller, id, &caller->informers, options_.limits.informers, "informers",
-                      exists);
+  Principal& p = *caller->principal;
+  MutexLock lock(&p.mu);
+  return AdmitCreated(*caller, id, &p.informers, options_.limits.informers, "informers", exists);
+}
+
+void Guard::FinishInformer(Caller* caller, const std::string& id, bool created) {
+  if (caller == nullptr || caller == internal_.get() || insecure()) return;
+  Principal& p = *caller->principal;
+  MutexLock lock(&p.mu);
+  FinishCreated(&p.informers, id, created);
 }
 
 absl::Status Guard::AdmitQueue(Caller* caller, const std::string& name,
                                const std::function<bool(const std::string&)>& exists) {
   if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
-  MutexLock lock(&caller->mu);
-  return AdmitCreated(caller, name, &caller->queues, options_.limits.queues, "queues", exists);
+  Principal& p = *caller->principal;
+  MutexLock lock(&p.mu);
+  return AdmitCreated(*caller, name, &p.queues, options_.limits.queues, "queues", exists);
+}
+
+void Guard::FinishQueue(Caller* caller, const std::string& name, bool created) {
+  if (caller == nullptr || caller == internal_.get() || insecure()) return;
+  Principal& p = *caller->principal;
+  MutexLock lock(&p.mu);
+  FinishCreated(&p.queues, name, created);
 }
 
 

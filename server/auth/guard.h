@@ -222,11 +222,16 @@ class Guard {
   absl::Status Authorize(const Caller* caller, const Requirement& requirement);
 
   // Before `caller` creates informer `id` (called only when it does not exist yet):
-  // RESOURCE_EXHAUSTED past limits.informers, counting only those `exists` still finds.
+  // RESOURCE_EXHAUSTED past limits.informers, counting those `exists` still finds and those
+  // being created. Admitted, `id` is counted at once (two creations at once cannot both take
+  // the last place); the creator then says how it went: FinishInformer(created = false) gives
+  // the place back. Counted per Principal (every token of one user).
   absl::Status AdmitInformer(Caller* caller, const std::string& id,
                              const std::function<bool(const std::string&)>& exists);
+  void FinishInformer(Caller* caller, const std::string& id, bool created);
   absl::Status AdmitQueue(Caller* caller, const std::string& name,
                           const std::function<bool(const std::string&)>& exists);
+  void FinishQueue(Caller* caller, const std::string& name, bool created);
 
   // Ends the re-authorization of open streams (the daemon calls it once no stream is left, before
   // the services whose streams it would revoke go). Also done by the destructor.

@@ -59,7 +59,10 @@ void SetRules(bool with_revocable) {
        "resources":["configmaps"],"namespaces":["authz-a"]},
       {"users":["alice"],"verbs":["get","work","update","create"],"apiGroups":["informerd.io"],
        "resources":["queues"],"resourceNames":["authz-q"]},
-      {"users":["bounded"],"verbs":["list","watch"],"apiGroups":[""],"resources":["configmaps"]},
+      {"users":["bounded","rotator"],"verbs":["list","watch"],"apiGroups":[""],
+       "resources":["configmaps"]},
+      {"users":["rotator"],"verbs":["create","get","update"],"apiGroups":["informerd.io"],
+       "resources":["queues"]},
       {"users":["local-user"],"verbs":["admin"],"apiGroups":["informerd.io"],"resources":["daemon"]},
       {"groups":["cert-group"],"verbs":["admin"],"apiGroups":["informerd.io"],"resources":["daemon"]}
     ]})"));
@@ -607,6 +610,46 @@ TEST(AuthTest, OneClientAddressHoldsAtMostItsShareOfTheWaitingReviews) {
   // 4 review threads take 4, 2 wait: the other 10 are refused (some may arrive after a review
   // thread is free again, so at least most of them).
   EXPECT_GE(refused, 6);
+}
+
+// The limits count a user, not a token: a bound service-account token carries its own
+// credential id in `extra`, so a rotated token is another identity of the same user — it gets
+// no fresh limits (it did). And creations at once cannot all take the last place.
+TEST(AuthTest, LimitsCountTheUserAcrossTokensAndAdmitCreationsAtOnceAtomically) {
+  for (int i = 0; i < 2; ++i) {
+    Control("POST", "/_fake/tokens",
+            absl::StrCat(R"({"token":"t-rotator-)", i,
+                         R"(","user":{"username":"rotator","uid":"r1","groups":["dev"],)",
+                         R"("extra":{"authentication.kubernetes.io/credential-id":["JTI=)", i,
+                         R"("]}}})"));
+  }
+  SecureDaemon d = Start("principal", "callerLimits: {informers: 1, queues: 2}\n");
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> first = Ensure(ch.get(), "t-rotator-0", "configmaps", "authz-a");
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<v1::InformerInfo> second =
+      Ensure(ch.get(), "t-rotator-1", "configmaps", "authz-b");
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kResourceExhausted) << second.status();
+  EXPECT_THAT(second.status().message(), HasSubstr("callerLimits.informers"));
+
+  std::vector<grpc::Status> results(8);
+  std::vector<std::thread> creators;
+  for (size_t i = 0; i < results.size(); ++i) {
+    creators.emplace_back([&, i] {
+      results[i] = CreateQueue(ch.get(), absl::StrCat("t-rotator-", i % 2),
+                               absl::StrCat("principal-", i));
+    });
+  }
+  for (std::thread& t : creators) t.join();
+  int created = 0;
+  for (const grpc::Status& s : results) {
+    if (s.ok()) {
+      ++created;
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED) << s.error_message();
+    }
+  }
+  EXPECT_EQ(created, 2);
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

@@ -599,8 +599,12 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
             [this, spec = request->spec(),
              ticket = std::move(ticket)]() -> absl::StatusOr<v1::InformerInfo> {
               InformerRegistry::Admission admit;
-              if (options_.guard != nullptr) admit = AdmitFor(ticket.caller(), spec);
+              std::string admitted;  // the id the caller was given a place for, if any
+              if (options_.guard != nullptr) admit = AdmitFor(ticket.caller(), spec, &admitted);
               absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(spec, admit);
+              if (!admitted.empty()) {
+                options_.guard->FinishInformer(ticket.caller(), admitted, entry.ok());
+              }
               if (!entry.ok()) return entry.status();
               v1::InformerInfo info;
               FillInfo(*entry, &info);
@@ -611,10 +615,11 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
 }
 
 InformerRegistry::Admission InformerService::AdmitFor(auth::Caller* caller,
-                                                      const v1::InformerSpec& spec) const {
-  return [this, caller, ns = spec.namespace_()](const client::ResourceInfo& resource,
-                                                const std::string& id,
-                                                bool exists) -> absl::Status {
+                                                      const v1::InformerSpec& spec,
+                                                      std::string* admitted) const {
+  return [this, caller, admitted, ns = spec.namespace_()](const client::ResourceInfo& resource,
+                                                          const std::string& id,
+                                                          bool exists) -> absl::Status {
     const InformerRegistry::Scope scope{.group = resource.gvr.group,
                                         .version = resource.gvr.version,
                                         .resource = resource.gvr.resource,
@@ -624,8 +629,10 @@ InformerRegistry::Admission InformerService::AdmitFor(auth::Caller* caller,
       return s;
     }
     if (exists) return absl::OkStatus();
-    return options_.guard->AdmitInformer(
+    absl::Status s = options_.guard->AdmitInformer(
         caller, id, [this](const std::string& x) { return informers_->GetScope(x).ok(); });
+    if (s.ok()) *admitted = id;
+    return s;
   };
 }
 

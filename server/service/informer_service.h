@@ -115,8 +115,10 @@ class InformerService final
   // Registers an allowed Watch stream and starts it (or ends it with why not).
   void StartWatch(WatchReactor* reactor, const v1::WatchRequest& request, auth::Ticket ticket);
   // EnsureInformer's admission: `caller` may read the resolved resource, and may create one more
-  // informer (per-caller limit) when it does not run yet.
-  InformerRegistry::Admission AdmitFor(auth::Caller* caller, const v1::InformerSpec& spec) const;
+  // informer (per-caller limit) when it does not run yet; then `*admitted` is its id, for
+  // Guard::FinishInformer once Ensure returned.
+  InformerRegistry::Admission AdmitFor(auth::Caller* caller, const v1::InformerSpec& spec,
+                                       std::string* admitted) const;
 
   InformerRegistry* const informers_;
   const InformerServiceOptions options_;

@@ -173,16 +173,20 @@ void QueueService::Apply(
     std::function<absl::StatusOr<std::shared_ptr<NamedQueue>>(const v1::QueueSpec&)> change) {
   auto info = [this, change = std::move(change), spec,
                ticket = std::move(ticket)]() -> absl::StatusOr<v1::QueueInfo> {
+    bool admitted = false;
     if (guard_ != nullptr && !spec.name().empty() && !queues_->Get(spec.name()).ok()) {
-      // A new queue: within the caller's limit of queues created.
+      // A new queue: within the caller's limit of queues created (its place taken now, so that
+      // creations at once cannot all take the last one).
       if (absl::Status s = guard_->AdmitQueue(
               ticket.caller(), spec.name(),
               [this](const std::string& q) { return queues_->Get(q).ok(); });
           !s.ok()) {
         return s;
       }
+      admitted = true;
     }
     auto q = change(spec);
+    if (admitted) guard_->FinishQueue(ticket.caller(), spec.name(), q.ok());
     if (!q.ok()) return q.status();
     v1::QueueInfo out;
     *out.mutable_spec() = (*q)->spec();

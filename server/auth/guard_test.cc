@@ -311,8 +311,19 @@ TEST(AuthTest, AnApiServerThatCannotBeAskedMeansRefusalOnceCachedDecisionsExpire
             absl::StrCat(R"({"type":"internal-error","resource":")", resource,
                          R"(","count":-1})"));
   }
-  // Until the cache expires the decision stands; after, every call is refused, none allowed.
-  absl::SleepFor(absl::Seconds(1.2));
+  // Until the cache expires the decision stands (the faults are armed: a review now would fail)…
+  const absl::Time armed = absl::Now();
+  grpc::Status cached = Get(ch.get(), "t-alice", a->id(), "authz-a/x");
+  if (absl::Now() - armed < absl::Milliseconds(500)) {  // well within the 1 s TTL
+    EXPECT_TRUE(cached.ok()) << cached.error_message();
+  }
+  // …then every call is refused, none allowed.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        return Get(ch.get(), "t-alice", a->id(), "authz-a/x").error_code() ==
+               grpc::StatusCode::UNAVAILABLE;
+      },
+      absl::Seconds(10)));
   for (int i = 0; i < 5; ++i) {
     grpc::Status s = Get(ch.get(), "t-alice", a->id(), "authz-a/x");
     EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
@@ -650,6 +661,55 @@ TEST(AuthTest, LimitsCountTheUserAcrossTokensAndAdmitCreationsAtOnceAtomically) 
     }
   }
   EXPECT_EQ(created, 2);
+}
+
+// callerLimits.inFlight: calls that wait (here WaitForSync on an informer whose list the API
+// server holds) count until they are answered; past the limit the next call is refused.
+TEST(AuthTest, CallsWaitingCountAgainstInFlight) {
+  SecureDaemon d = Start("inflight", "callerLimits: {inFlight: 2}\n");
+  auto ch = Tls(d);
+  Control("POST", "/_fake/faults",
+          R"({"type":"stall","resource":"configmaps","namespace":"authz-inflight",)"
+          R"("durationMs":6000,"count":-1})");
+  absl::StatusOr<v1::InformerInfo> held =
+      Ensure(ch.get(), "t-bounded", "configmaps", "authz-inflight");
+  ASSERT_TRUE(held.ok()) << held.status();
+  auto stub = v1::Informers::NewStub(ch);
+  auto wait_for_sync = [&](int64_t timeout_ms) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-bounded");
+    v1::WaitForSyncRequest req;
+    req.set_informer_id(held->id());
+    req.set_timeout_ms(timeout_ms);
+    v1::InformerInfo info;
+    return stub->WaitForSync(&ctx, req, &info);
+  };
+  std::vector<grpc::Status> waited(2);
+  std::vector<std::thread> waiters;
+  for (size_t i = 0; i < waited.size(); ++i) {
+    waiters.emplace_back([&, i] {
+      // Refused while a probe below holds a place for a moment: ask again.
+      do {
+        waited[i] = wait_for_sync(4000);
+      } while (waited[i].error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED);
+    });
+  }
+  grpc::Status refused;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        refused = wait_for_sync(1);
+        return refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      },
+      absl::Seconds(10)));
+  EXPECT_EQ(Reason(refused), "CALLER_LIMIT");
+  EXPECT_THAT(refused.error_message(), HasSubstr("callerLimits.inFlight"));
+  for (std::thread& t : waiters) t.join();
+  Control("DELETE", "/_fake/faults", "");
+  for (const grpc::Status& s : waited) {
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED) << s.error_message();
+  }
+  // Answered: their places are free again.
+  EXPECT_NE(wait_for_sync(1).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

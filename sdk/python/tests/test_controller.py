@@ -486,10 +486,14 @@ async def test_a_status_write_does_not_retrigger_with_generation_changed(
     base = f"/apis/{group}/v1/namespaces/{ns}/gadgets"
     gadget = {"apiVersion": f"{group}/v1", "kind": "Gadget", "metadata": {"name": "g1"}}
     _http(api, "POST", base, {**gadget, "spec": {"size": 1}}, "application/json")
-    seen: list[tuple[int, Any]] = []
+    seen: list[tuple[int, Any]] = []  # g1's reconciles
+    barriers: list[str] = []
 
     async def reconcile(obj: KubeObject | None, ctx: Context) -> None:
         assert obj is not None
+        if ctx.name != "g1":
+            barriers.append(ctx.name)
+            return
         seen.append((obj.generation, obj.body.get("status")))
         await asyncio.to_thread(
             _http,
@@ -511,14 +515,20 @@ async def test_a_status_write_does_not_retrigger_with_generation_changed(
         status = obj.body.get("status") if obj else None
         return isinstance(status, dict) and status.get("observedGeneration") == generation
 
+    async def barrier(name: str) -> None:
+        # Made after g1's status reached the cache: the source maps the informer's events in
+        # order, and the queue (concurrency 1) hands keys out in order, so once this object is
+        # reconciled, a reconcile the status write had caused would have been seen first.
+        _http(api, "POST", base, {**gadget, "metadata": {"name": name}}, "application/json")
+        await eventually(lambda: name in barriers, f"{name} reconciled")
+
     await eventually(lambda: status_cached(1), "the first status write cached")
-    # The status write reached the informer; give its event time to pass the source.
-    await asyncio.sleep(1.5)
+    await barrier("barrier-1")
     assert seen == [(1, None)]
     # A spec change bumps the generation and reconciles again.
     _http(api, "PATCH", f"{base}/g1", {"spec": {"size": 2}}, "application/merge-patch+json")
     await eventually(lambda: status_cached(2), "the second status write cached")
-    await asyncio.sleep(1.5)
+    await barrier("barrier-2")
     assert [g for g, _ in seen] == [1, 2]
     assert seen[1][1] == {"observedGeneration": 1}
     await stop_controller(ctl, task)

@@ -451,7 +451,7 @@ absl::Status ValidateLeaderElection(const LeaderElectionConfig& le, absl::string
 absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonConfig* config) {
   if (!root || root.IsNull()) return absl::OkStatus();  // an empty file: all defaults
   if (absl::Status s = CheckKeys(root, origin, "",
-                                 {"listen", "metricsListen", "tls", "shutdownGracePeriod", "idleTimeout",
+                                 {"listen", "metricsListen", "statusListen", "tls", "shutdownGracePeriod", "idleTimeout",
                                   "limits", "keepalive", "clusters", "informers", "queues",
                                   "logLevel", "logFormat", "insecureAllowUnauthenticated",
                                   "authentication",
@@ -473,6 +473,11 @@ absl::Status ParseRoot(const YAML::Node& root, absl::string_view origin, DaemonC
       if (!v.ok()) return v.status();
       config->metrics_listen = *v;
     }
+  }
+  if (root["statusListen"]) {
+    absl::StatusOr<std::string> v = String(root["statusListen"], origin, "statusListen");
+    if (!v.ok()) return v.status();
+    config->status_listen = *v;
   }
   if (root["logLevel"]) {
     absl::StatusOr<std::string> v = String(root["logLevel"], origin, "logLevel");

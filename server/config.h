@@ -114,6 +114,10 @@ struct DaemonConfig {
   std::vector<std::string> listen;
   // Prometheus /metrics, /healthz, /readyz. "" turns it off.
   std::string metrics_listen = "127.0.0.1:7471";
+  // The status page (/ and /status.json: what Admin shows, without Admin's authorization) on a
+  // listener of its own. "": on the metrics listener in local-development mode
+  // (insecure_allow_unauthenticated), nowhere with authentication on.
+  std::string status_listen;
   TlsConfig tls;
   absl::Duration shutdown_grace_period = absl::Seconds(30);
   // Informers and queues created over the API with no user for this long are freed (those of the

@@ -391,75 +391,124 @@ std::vector<std::string> Daemon::UnsyncedInformers() const {
   return unsynced;
 }
 
-absl::Status Daemon::StartHttp() {
-  if (config_.metrics_listen.empty()) return absl::OkStatus();
-  const std::string& address = config_.metrics_listen;
+absl::StatusOr<Daemon::HttpListener> Daemon::StartHttpListener(
+    const std::string& address, absl::string_view key,
+    const std::function<void(httplib::Server&)>& routes) {
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
       port < 0 || port > 65535) {
     return absl::InvalidArgumentError(
-        absl::StrCat("metricsListen: \"", address, "\" is not host:port"));
+        absl::StrCat(key, ": \"", address, "\" is not host:port"));
   }
   std::string host = address.substr(0, colon);
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
-  http_ = std::make_unique<httplib::Server>();
-  http_->Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-    process_metrics_.Update();
-    res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
-  });
+  HttpListener l;
+  l.server = std::make_unique<httplib::Server>();
+  // A client that sends or reads slowly holds a worker thread only this long per read or write,
+  // and a kept-alive connection only this long idle.
+  l.server->set_read_timeout(std::chrono::seconds(2));
+  l.server->set_write_timeout(std::chrono::seconds(2));
+  l.server->set_keep_alive_timeout(2);
+  l.server->set_keep_alive_max_count(100);
+  routes(*l.server);
+  if (port == 0) {
+    port = l.server->bind_to_any_port(host);
+  } else if (!l.server->bind_to_port(host, port)) {
+    port = -1;
+  }
+  if (port <= 0) return absl::UnavailableError(absl::StrCat(key, ": cannot listen on ", address));
+  l.address = absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host, ":",
+                           port);
+  httplib::Server* server = l.server.get();
+  l.thread = std::thread([server] { server->listen_after_bind(); });
+  return l;
+}
+
+void Daemon::AddStatusPage(httplib::Server& server) {
   // The live status page (server/status/): what Admin shows, for people.
-  http_->Get("/", [](const httplib::Request&, httplib::Response& res) {
+  server.Get("/", [](const httplib::Request&, httplib::Response& res) {
     const absl::string_view html = status::PageHtml();
     res.set_content(html.data(), html.size(), "text/html; charset=utf-8");
   });
-  http_->Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
+  server.Get("/status.json", [this](const httplib::Request&, httplib::Response& res) {
     res.set_header("Cache-Control", "no-store");
     res.set_content(status::StatusJson(*admin_service_, metrics_, absl::Now()),
                     "application/json");
   });
-  // Liveness: the gRPC server itself must answer, not only this HTTP thread. A cheap call of our
-  // own (Admin.ListClusters) through an in-process channel goes through the same completion
-  // queues and callback threads as every client's call.
-  http_->Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
-    if (absl::Status s = ProbeGrpc(); !s.ok()) {
-      res.status = 503;
-      res.set_content(absl::StrCat("gRPC server not answering: ", s.message(), "\n"),
-                      "text/plain");
-      return;
-    }
-    res.set_content("ok\n", "text/plain");
-  });
-  http_->Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
-    bool shutting_down;
-    {
-      MutexLock lock(&mu_);
-      shutting_down = shutting_down_;
-    }
-    if (shutting_down) {
-      res.status = 503;
-      res.set_content("shutting down\n", "text/plain");
-      return;
-    }
-    if (std::vector<std::string> unsynced = UnsyncedInformers(); !unsynced.empty()) {
-      res.status = 503;
-      res.set_content(absl::StrCat("informers not synced yet:\n", absl::StrJoin(unsynced, "\n"), "\n"),
-                      "text/plain");
-      return;
-    }
-    res.set_content("ok\n", "text/plain");
-  });
-  if (port == 0) {
-    port = http_->bind_to_any_port(host);
-  } else if (!http_->bind_to_port(host, port)) {
-    port = -1;
+}
+
+absl::Status Daemon::StartHttp() {
+  // The status page shows what Admin needs `admin` RBAC for, to anyone who reaches it: beside the
+  // metrics only in local-development mode; with authentication on, only where statusListen puts
+  // it (a listener operators reach, e.g. through kubectl port-forward).
+  const bool insecure = config_.auth.insecure_allow_unauthenticated;
+  const bool status_with_metrics = insecure && config_.status_listen.empty();
+  if (!config_.metrics_listen.empty()) {
+    absl::StatusOr<HttpListener> l = StartHttpListener(
+        config_.metrics_listen, "metricsListen", [&](httplib::Server& server) {
+          server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+            process_metrics_.Update();
+            res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
+          });
+          if (status_with_metrics) {
+            AddStatusPage(server);
+          } else {
+            for (const char* path : {"/", "/status.json"}) {
+              server.Get(path, [](const httplib::Request&, httplib::Response& res) {
+                res.status = 404;
+                res.set_content(
+                    "the status page is not served here with authentication on: set "
+                    "statusListen (--status_listen) to serve it on a listener of its own, or use "
+                    "informerctl (Admin, with admin RBAC)\n",
+                    "text/plain");
+              });
+            }
+          }
+          // Liveness: the gRPC server itself must answer, not only this HTTP thread. A cheap call
+          // of our own (Admin.ListClusters) through an in-process channel goes through the same
+          // completion queues and callback threads as every client's call.
+          server.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
+            if (absl::Status s = ProbeGrpc(); !s.ok()) {
+              res.status = 503;
+              res.set_content(absl::StrCat("gRPC server not answering: ", s.message(), "\n"),
+                              "text/plain");
+              return;
+            }
+            res.set_content("ok\n", "text/plain");
+          });
+          server.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+            bool shutting_down;
+            {
+              MutexLock lock(&mu_);
+              shutting_down = shutting_down_;
+            }
+            if (shutting_down) {
+              res.status = 503;
+              res.set_content("shutting down\n", "text/plain");
+              return;
+            }
+            if (std::vector<std::string> unsynced = UnsyncedInformers(); !unsynced.empty()) {
+              res.status = 503;
+              res.set_content(
+                  absl::StrCat("informers not synced yet:\n", absl::StrJoin(unsynced, "\n"), "\n"),
+                  "text/plain");
+              return;
+            }
+            res.set_content("ok\n", "text/plain");
+          });
+        });
+    if (!l.ok()) return l.status();
+    http_ = *std::move(l);
   }
-  if (port <= 0) {
-    return absl::UnavailableError(absl::StrCat("metricsListen: cannot listen on ", address));
+  if (!config_.status_listen.empty()) {
+    absl::StatusOr<HttpListener> l = StartHttpListener(
+        config_.status_listen, "statusListen", [this](httplib::Server& server) {
+          AddStatusPage(server);
+        });
+    if (!l.ok()) return l.status();
+    status_ = *std::move(l);
   }
-  metrics_address_ = absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host,
-                                  ":", port);
-  http_thread_ = std::thread([this] { http_->listen_after_bind(); });
   return absl::OkStatus();
 }
 
@@ -491,9 +540,10 @@ void Daemon::Shutdown() {
   }
   // No stream is left to re-authorize, and the services its revocations reach go next.
   if (guard_ != nullptr) guard_->StopRechecks();
-  if (http_ != nullptr) {
-    http_->stop();
-    if (http_thread_.joinable()) http_thread_.join();
+  for (HttpListener* l : {&http_, &status_}) {
+    if (l->server == nullptr) continue;
+    l->server->stop();
+    if (l->thread.joinable()) l->thread.join();
   }
   {
     MutexLock lock(&mu_);

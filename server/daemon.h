@@ -22,6 +22,7 @@
 #ifndef INFORMERD_SERVER_DAEMON_H_
 #define INFORMERD_SERVER_DAEMON_H_
 
+#include <functional>
 #include <atomic>
 #include <memory>
 #include <string>
@@ -74,7 +75,9 @@ class Daemon {
   // The gRPC addresses as bound ("127.0.0.1:40123", "unix:///run/x.sock").
   const std::vector<std::string>& grpc_addresses() const { return grpc_addresses_; }
   // "host:port" of the HTTP endpoint, "" when off.
-  const std::string& metrics_address() const { return metrics_address_; }
+  const std::string& metrics_address() const { return http_.address; }
+  // Where the status page is served on a listener of its own ("" when it is not).
+  const std::string& status_address() const { return status_.address; }
   void Shutdown();
   // Blocks until Shutdown has finished.
   void Wait();
@@ -127,9 +130,20 @@ class Daemon {
   // Ids of the informers of the config (readiness).
   std::vector<std::string> configured_informers_;
 
-  std::unique_ptr<httplib::Server> http_;
-  std::thread http_thread_;
-  std::string metrics_address_;
+  // An HTTP listener of the daemon's (metrics and probes; the status page).
+  struct HttpListener {
+    std::unique_ptr<httplib::Server> server;
+    std::thread thread;
+    std::string address;  // as bound
+  };
+  // Binds `address` (config key `key`, for errors) with the daemon's HTTP settings, lets
+  // `routes` add its handlers, and serves it on a thread of its own.
+  absl::StatusOr<HttpListener> StartHttpListener(
+      const std::string& address, absl::string_view key,
+      const std::function<void(httplib::Server&)>& routes);
+  void AddStatusPage(httplib::Server& server);
+  HttpListener http_;    // metrics and probes
+  HttpListener status_;  // the status page, when on a listener of its own
 
   Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

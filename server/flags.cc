@@ -10,8 +10,11 @@ ABSL_FLAG(std::string, config, "",
 ABSL_FLAG(std::optional<std::vector<std::string>>, listen, std::nullopt,
           "gRPC addresses, host:port or unix:///path, comma-separated (default 127.0.0.1:7470).");
 ABSL_FLAG(informerd::MetricsListenFlag, metrics_listen, {},
-          "HTTP address of /metrics, /healthz, /readyz and the status page at / (\"\" turns it "
-          "off; default 127.0.0.1:7471).");
+          "HTTP address of /metrics, /healthz and /readyz (\"\" turns it off; default "
+          "127.0.0.1:7471); also of the status page in local-development mode.");
+ABSL_FLAG(std::optional<std::string>, status_listen, std::nullopt,
+          "HTTP address of the status page (/ and /status.json), which shows what Admin shows to "
+          "anyone who reaches it (default: none with authentication on).");
 ABSL_FLAG(std::optional<std::string>, kubeconfig, std::nullopt,
           "One cluster named \"default\" from this kubeconfig (replaces the file's clusters).");
 ABSL_FLAG(std::optional<std::string>, context, std::nullopt,
@@ -63,7 +66,8 @@ const char kFlagsUsage[] =
     "  informerd --config=/etc/informerd/config.yaml\n"
     "  informerd --kubeconfig=$HOME/.kube/config --insecure_allow_unauthenticated\n"
     "\n"
-    "On start it prints \"grpc: ADDR\" per listener and \"metrics: ADDR\" on stdout.";
+    "On start it prints \"grpc: ADDR\" per listener, \"metrics: ADDR\" and \"status: ADDR\" on "
+    "stdout.";
 
 bool AbslParseFlag(absl::string_view text, MetricsListenFlag* flag, std::string* /*error*/) {
   flag->address = std::string(text);
@@ -106,6 +110,9 @@ absl::StatusOr<DaemonConfig> ConfigFromFlags() {
   }
   if (std::optional<std::string> m = absl::GetFlag(FLAGS_metrics_listen).address) {
     config.metrics_listen = *std::move(m);
+  }
+  if (std::optional<std::string> s = absl::GetFlag(FLAGS_status_listen)) {
+    config.status_listen = *std::move(s);
   }
   std::optional<std::string> kubeconfig = absl::GetFlag(FLAGS_kubeconfig);
   std::optional<std::string> context = absl::GetFlag(FLAGS_context);

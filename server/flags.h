@@ -50,6 +50,7 @@ extern const char kFlagsUsage[];
 ABSL_DECLARE_FLAG(std::string, config);
 ABSL_DECLARE_FLAG(std::optional<std::vector<std::string>>, listen);
 ABSL_DECLARE_FLAG(informerd::MetricsListenFlag, metrics_listen);
+ABSL_DECLARE_FLAG(std::optional<std::string>, status_listen);
 ABSL_DECLARE_FLAG(std::optional<std::string>, kubeconfig);
 ABSL_DECLARE_FLAG(std::optional<std::string>, context);
 ABSL_DECLARE_FLAG(bool, in_cluster);

@@ -3,6 +3,7 @@
 // start it prints one line per listener, for people and for scripts:
 //   grpc: 127.0.0.1:7470
 //   metrics: 127.0.0.1:7471
+//   status: 127.0.0.1:7472       (with --status_listen)
 // SIGTERM or SIGINT shuts it down gracefully (server/daemon.h); a second one ends it at once.
 #include <signal.h>
 #include <unistd.h>
@@ -46,6 +47,9 @@ int main(int argc, char** argv) {
   }
   if (!(*daemon)->metrics_address().empty()) {
     std::printf("metrics: %s\n", (*daemon)->metrics_address().c_str());
+  }
+  if (!(*daemon)->status_address().empty()) {
+    std::printf("status: %s\n", (*daemon)->status_address().c_str());
   }
   std::fflush(stdout);
 

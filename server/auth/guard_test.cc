@@ -94,7 +94,8 @@ struct SecureDaemon {
 SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                    absl::Duration ttl = absl::Seconds(1),
                    absl::Duration review_timeout = absl::Seconds(1),
-                   absl::string_view authorization_extra = "") {
+                   absl::string_view authorization_extra = "",
+                   const std::vector<std::string>& extra_flags = {}) {
   SetUpCluster();
   // Short: a unix socket path has at most 107 bytes, and TEST_TMPDIR is deep.
   const std::string socket = absl::StrCat("/tmp/informerd-auth-", getpid(), "-", name, ".sock");
@@ -106,11 +107,13 @@ SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                          ", denyTTL: ", ttl_text, ", reviewTimeout: ",
                          absl::FormatDuration(review_timeout), authorization_extra, "}\n",
                          extra_yaml));
-  absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(
-      {"--config=" + config, "--listen=127.0.0.1:0,unix://" + socket,
-       "--tls_cert=" + Pki().server_cert, "--tls_key=" + Pki().server_key,
-       "--tls_client_ca=" + Pki().ca},
-      /*secure=*/true);
+  std::vector<std::string> flags = {"--config=" + config,
+                                    "--listen=127.0.0.1:0,unix://" + socket,
+                                    "--tls_cert=" + Pki().server_cert,
+                                    "--tls_key=" + Pki().server_key,
+                                    "--tls_client_ca=" + Pki().ca};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  absl::StatusOr<DaemonProcess> d = DaemonProcess::Start(flags, /*secure=*/true);
   EXPECT_TRUE(d.ok()) << d.status();
   return {*std::move(d), socket};
 }
@@ -710,6 +713,34 @@ TEST(AuthTest, CallsWaitingCountAgainstInFlight) {
   }
   // Answered: their places are free again.
   EXPECT_NE(wait_for_sync(1).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
+// The status page shows what Admin needs `admin` RBAC for: with authentication on it is not on
+// the metrics listener (which deploy/ exposes behind the Service), only on statusListen's.
+TEST(AuthTest, TheStatusPageIsNotServedBesideTheMetricsWithAuthenticationOn) {
+  {
+    SecureDaemon d = Start("status-off");
+    for (const char* path : {"/", "/status.json"}) {
+      int status = 0;
+      const std::string body = ::informerd::testing::HttpGet(d.process.metrics, path, &status);
+      EXPECT_EQ(status, 404) << path;
+      EXPECT_THAT(body, HasSubstr("statusListen")) << path;
+      EXPECT_THAT(body, ::testing::Not(HasSubstr("informers"))) << path;
+    }
+    int status = 0;
+    ::informerd::testing::HttpGet(d.process.metrics, "/metrics", &status);
+    EXPECT_EQ(status, 200);
+  }
+  SecureDaemon d = Start("status-on", "", absl::Seconds(1), absl::Seconds(1), "",
+                         {"--status_listen=127.0.0.1:0"});
+  absl::StatusOr<std::string> address = d.process.process->ReadUntil("status: ", absl::Seconds(20));
+  ASSERT_TRUE(address.ok()) << address.status();
+  int status = 0;
+  const std::string body = ::informerd::testing::HttpGet(*address, "/status.json", &status);
+  EXPECT_EQ(status, 200);
+  EXPECT_THAT(body, HasSubstr("\"informers\""));
+  ::informerd::testing::HttpGet(d.process.metrics, "/status.json", &status);
+  EXPECT_EQ(status, 404);
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

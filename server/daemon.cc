@@ -136,11 +136,15 @@ absl::Status Daemon::Init() {
     }
   }
   {
-    // Reviews go to the default cluster (none configured: every review fails, so every call
-    // that needs one is refused).
+    // TokenReviews and the reviews of informerd's own objects go to the default cluster (none
+    // configured: every review fails, so every call that needs one is refused).
     absl::StatusOr<service::Clusters::Cluster*> review_cluster = clusters_->Find("");
     guard_ = std::make_unique<auth::Guard>(
         config_.auth, review_cluster.ok() ? (*review_cluster)->client.get() : nullptr, &metrics_);
+    // Reads of a cluster's objects are decided by that cluster's RBAC.
+    for (service::Clusters::Cluster* c : clusters_->List()) {
+      guard_->AddClusterReviewer(c->name, c->client.get());
+    }
   }
   if (insecure) {
     spdlog::warn(

@@ -34,6 +34,7 @@ const std::string& DecisionKey(const Caller& caller, const Attributes& a) {
   AppendKeyField(&key, a.resource);
   AppendKeyField(&key, a.namespace_name);
   AppendKeyField(&key, a.name);
+  AppendKeyField(&key, a.cluster);
   return key;
 }
 
@@ -358,9 +359,16 @@ absl::Status Guard::Decide(const Caller& caller, const Requirement& requirement,
       if (c == Cached::kUnknown) {
         if (!may_review) return MissStatus();
         decision_misses_->Inc();
-        if (reviews_ == nullptr) {
+        // The cluster that holds the data decides; one the guard has no reviewer for is refused
+        // (never reviewed elsewhere).
+        client::Client* reviewer = ReviewerFor(a.cluster);
+        if (reviewer == nullptr) {
           unavailable = ReviewUnavailable(
-              "SubjectAccessReview", absl::FailedPreconditionError("no cluster is configured"));
+              "SubjectAccessReview",
+              absl::FailedPreconditionError(
+                  a.cluster.empty() ? std::string("no cluster is configured")
+                                    : absl::StrCat("no reviewer for cluster \"", a.cluster,
+                                                   "\"")));
           all = false;
           break;
         }
@@ -380,7 +388,7 @@ absl::Status Guard::Decide(const Caller& caller, const Requirement& requirement,
         } else {
           const absl::Time start = clock_->Now();
           absl::StatusOr<AccessDecision> d =
-              ReviewAccess(*reviews_, caller.identity, a, options_.review_timeout);
+              ReviewAccess(*reviewer, caller.identity, a, options_.review_timeout);
           access_review_seconds_->Observe(absl::ToDoubleSeconds(clock_->Now() - start));
           MutexLock lock(&cache_mu_);
           reviewing_.erase(flight);
@@ -453,6 +461,16 @@ std::optional<absl::Status> Guard::CachedToken(absl::string_view token,
     return absl::OkStatus();
   }
   return std::nullopt;
+}
+
+void Guard::AddClusterReviewer(std::string cluster, client::Client* client) {
+  cluster_reviewers_[std::move(cluster)] = client;
+}
+
+client::Client* Guard::ReviewerFor(absl::string_view cluster) const {
+  if (cluster.empty()) return reviews_;
+  auto it = cluster_reviewers_.find(cluster);
+  return it == cluster_reviewers_.end() ? nullptr : it->second;
 }
 
 size_t Guard::RefusalCapacity() const { return std::max<size_t>(1, options_.cache_size / 4); }

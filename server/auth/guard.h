@@ -18,7 +18,9 @@
 // No credentials, or a token the cluster rejects: UNAUTHENTICATED (reason NOT_AUTHENTICATED).
 //
 // Authorization: a SubjectAccessReview per attribute (verb, group, resource, namespace, name) for
-// the caller's user, uid, groups and extra. A Requirement is met when every attribute of one of
+// the caller's user, uid, groups and extra, asked of the cluster the attribute names (the one
+// whose API server holds the data: RBAC on namespace "team-m" of one cluster says nothing of
+// another's); informerd's own objects are reviewed by the default cluster. A Requirement is met when every attribute of one of
 // its alternatives is allowed. Otherwise PERMISSION_DENIED (reason FORBIDDEN) naming the user
 // and the first alternative's first refused attribute. A review that cannot be made (the API
 // server down, an error response, a timeout): UNAVAILABLE (reason AUTHORIZATION_UNAVAILABLE) —
@@ -173,7 +175,13 @@ class Guard {
  public:
   // `reviews`: the client of the cluster reviews go to (nullptr: reviews fail UNAVAILABLE).
   // `metrics` may be nullptr. Both must outlive the guard.
+  // `reviews` answers TokenReviews and the SubjectAccessReviews of attributes without a cluster
+  // (informerd's own objects); AddClusterReviewer names the client of each cluster whose data
+  // informerd serves.
   Guard(GuardOptions options, client::Client* reviews, MetricsRegistry* metrics);
+  // SubjectAccessReviews of attributes of `cluster` go to `client` (call before serving). An
+  // attribute of a cluster with no reviewer is refused (AUTHORIZATION_UNAVAILABLE).
+  void AddClusterReviewer(std::string cluster, client::Client* client);
   ~Guard();
   Guard(const Guard&) = delete;
   Guard& operator=(const Guard&) = delete;
@@ -280,6 +288,7 @@ class Guard {
   Cached Lookup(const Caller& caller, const Attributes& a, std::string* reason);
   // Entries the refusal caches (rejected tokens, denied decisions) hold at most.
   size_t RefusalCapacity() const;
+  client::Client* ReviewerFor(absl::string_view cluster) const;
   // Reviews what the cache does not know. OK, PERMISSION_DENIED or UNAVAILABLE.
   absl::Status Decide(const Caller& caller, const Requirement& requirement, bool may_review);
   absl::Status ReviewTokenNow(const std::string& token, std::shared_ptr<Caller>* caller);
@@ -295,6 +304,7 @@ class Guard {
   const GuardOptions options_;
   Clock* const clock_;
   client::Client* const reviews_;
+  absl::flat_hash_map<std::string, client::Client*> cluster_reviewers_;  // set before serving
   Callers callers_;
   UnixPeers unix_peers_;
   std::shared_ptr<Caller> internal_;

@@ -95,13 +95,16 @@ SecureDaemon Start(const std::string& name, absl::string_view extra_yaml = "",
                    absl::Duration ttl = absl::Seconds(1),
                    absl::Duration review_timeout = absl::Seconds(1),
                    absl::string_view authorization_extra = "",
-                   const std::vector<std::string>& extra_flags = {}) {
+                   const std::vector<std::string>& extra_flags = {},
+                   const std::string& clusters_yaml = "") {
   SetUpCluster();
   // Short: a unix socket path has at most 107 bytes, and TEST_TMPDIR is deep.
   const std::string socket = absl::StrCat("/tmp/informerd-auth-", getpid(), "-", name, ".sock");
   const std::string ttl_text = absl::FormatDuration(ttl);
   const std::string config = WriteConfig(
-      name, absl::StrCat(::informerd::testing::ClusterConfigYaml(), "authentication:\n",
+      name, absl::StrCat(clusters_yaml.empty() ? ::informerd::testing::ClusterConfigYaml()
+                                               : clusters_yaml,
+                         "authentication:\n",
                          "  cacheTTL: ", ttl_text, "\n  unixPeers: [{uid: ", getuid(),
                          ", user: local-user}]\n", "authorization: {allowTTL: ", ttl_text,
                          ", denyTTL: ", ttl_text, ", reviewTimeout: ",
@@ -741,6 +744,55 @@ TEST(AuthTest, TheStatusPageIsNotServedBesideTheMetricsWithAuthenticationOn) {
   EXPECT_THAT(body, HasSubstr("\"informers\""));
   ::informerd::testing::HttpGet(d.process.metrics, "/status.json", &status);
   EXPECT_EQ(status, 404);
+}
+
+// Two clusters: a read of the second's objects is decided by the second's RBAC, not the
+// default's (alice may read namespace authz-a of the default cluster, nothing of the second).
+TEST(AuthTest, EachClusterDecidesReadsOfItsOwnObjects) {
+  SetUpCluster();
+  absl::StatusOr<std::unique_ptr<client::testing::FakeApiServer>> second =
+      client::testing::FakeApiServer::Start({});
+  ASSERT_TRUE(second.ok()) << second.status();
+  ASSERT_TRUE((*second)
+                  ->Control("PUT", "/_fake/authz/rules",
+                            R"({"rules":[{"users":["bounded"],"verbs":["list","watch"],)"
+                            R"("apiGroups":[""],"resources":["configmaps"]}]})")
+                  .ok());
+  ASSERT_TRUE((*second)
+                  ->Control("POST", "/_fake/seed",
+                            R"({"resource":"configmaps","namespace":"authz-a","count":2})")
+                  .ok());
+  SecureDaemon d = Start(
+      "clusters", "", absl::Seconds(1), absl::Seconds(1), "", {},
+      absl::StrCat("clusters: [{name: fake, kubeconfig: \"",
+                   ::informerd::testing::SharedApiServer()->kubeconfig_path(),
+                   "\"}, {name: second, kubeconfig: \"", (*second)->kubeconfig_path(), "\"}]\n"));
+  auto ch = Tls(d);
+  auto stub = v1::Informers::NewStub(ch);
+  auto ensure = [&](const std::string& token, const std::string& cluster,
+                    v1::InformerInfo* info) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, token);
+    v1::EnsureInformerRequest req;
+    req.mutable_spec()->set_cluster(cluster);
+    req.mutable_spec()->mutable_resource()->set_version("v1");
+    req.mutable_spec()->mutable_resource()->set_resource("configmaps");
+    req.mutable_spec()->set_namespace_("authz-a");
+    return stub->EnsureInformer(&ctx, req, info);
+  };
+  v1::InformerInfo info;
+  grpc::Status s = ensure("t-alice", "second", &info);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  EXPECT_THAT(s.error_message(), HasSubstr("in cluster \"second\""));
+  // Allowed there: bounded's informer of the second cluster, which alice may not read either.
+  v1::InformerInfo theirs;
+  s = ensure("t-bounded", "second", &theirs);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  s = Get(ch.get(), "t-alice", theirs.id(), "authz-a/x");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << s.error_message();
+  // The default cluster's RBAC still lets alice read its namespace.
+  s = ensure("t-alice", "fake", &info);
+  EXPECT_TRUE(s.ok()) << s.error_message();
 }
 
 TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {

@@ -55,6 +55,7 @@ std::string Attributes::Describe() const {
   if (!namespace_name.empty()) {
     absl::StrAppend(&out, " in namespace \"", namespace_name, "\"");
   }
+  if (!cluster.empty()) absl::StrAppend(&out, " in cluster \"", cluster, "\"");
   return out;
 }
 

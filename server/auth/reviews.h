@@ -33,8 +33,12 @@ struct Attributes {
   std::string namespace_name;
   // "" for any name.
   std::string name;
+  // The cluster whose API server decides (the one holding the data): its configured name; ""
+  // for the default cluster (informerd's own objects: queues, informers, the daemon).
+  std::string cluster;
 
-  // `list configmaps in namespace "a"`, `work queues.informerd.io "q1"`.
+  // `list configmaps in namespace "a"`, `work queues.informerd.io "q1"`, `list pods in cluster
+  // "prod"`.
   std::string Describe() const;
   bool operator==(const Attributes&) const = default;
 };

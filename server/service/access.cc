@@ -15,7 +15,8 @@ std::vector<auth::Attributes> ListAndWatch(const InformerRegistry::Scope& scope,
                              .group = scope.group,
                              .version = scope.version,
                              .resource = scope.resource,
-                             .namespace_name = std::string(ns)};
+                             .namespace_name = std::string(ns),
+                             .cluster = scope.cluster};
   both[1] = both[0];
   both[1].verb = "watch";
   return both;

@@ -2,7 +2,8 @@
 // (auth/guard.h checks them). The rules, in one place:
 //
 //   informer reads (EnsureInformer, GetInformer, WaitForSync, Get, List, Watch):
-//       list AND watch on the informer's resource, in its namespace. For a cluster-wide informer
+//       list AND watch on the informer's resource, in its namespace, asked of the informer's
+//       cluster. For a cluster-wide informer
 //       of a namespaced resource: in all namespaces, or else in the one namespace the request
 //       reads (Get's key, List's and Watch's `namespace`) — the caller then gets only that.
 //   DeleteInformer: the read, and delete on informers.informerd.io.

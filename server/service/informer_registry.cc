@@ -413,7 +413,8 @@ absl::StatusOr<InformerRegistry::Scope> InformerRegistry::GetScope(absl::string_
   auto it = informers_.find(id);
   if (it == informers_.end()) return InformerNotFound(id);
   const v1::GroupVersionResource& r = it->second.spec.resource();
-  return Scope{.group = r.group(),
+  return Scope{.cluster = it->second.spec.cluster(),
+               .group = r.group(),
                .version = r.version(),
                .resource = r.resource(),
                .namespace_name = it->second.spec.namespace_(),

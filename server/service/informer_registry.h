@@ -117,6 +117,7 @@ class InformerRegistry {
   absl::StatusOr<Entry> Get(absl::string_view id) const;
   // What an informer reads, for authorization: cheaper than Get (no spec copy, no use recorded).
   struct Scope {
+    std::string cluster;  // the configured cluster's name
     std::string group;
     std::string version;
     std::string resource;

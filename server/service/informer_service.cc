@@ -617,10 +617,12 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
 InformerRegistry::Admission InformerService::AdmitFor(auth::Caller* caller,
                                                       const v1::InformerSpec& spec,
                                                       std::string* admitted) const {
-  return [this, caller, admitted, ns = spec.namespace_()](const client::ResourceInfo& resource,
-                                                          const std::string& id,
-                                                          bool exists) -> absl::Status {
-    const InformerRegistry::Scope scope{.group = resource.gvr.group,
+  return [this, caller, admitted, ns = spec.namespace_(),
+          cluster = informers_->ResolveCluster(spec.cluster()).value_or("")](
+             const client::ResourceInfo& resource, const std::string& id,
+             bool exists) -> absl::Status {
+    const InformerRegistry::Scope scope{.cluster = cluster,
+                                        .group = resource.gvr.group,
                                         .version = resource.gvr.version,
                                         .resource = resource.gvr.resource,
                                         .namespace_name = ns,

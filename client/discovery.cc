@@ -279,11 +279,11 @@ absl::Status Discovery::RefreshLocked() {
   return absl::OkStatus();
 }
 
-template <typename Find>
-auto Discovery::LookupLocked(Find find) -> absl::StatusOr<decltype(find())> {
+template <typename T, typename Find>
+absl::StatusOr<std::optional<T>> Discovery::LookupLocked(Find find) {
   if (loaded_) {
-    if (auto found = find(); found.has_value()) return found;
-    if (!miss_refreshes_.TryTake(absl::Now())) return decltype(find())();
+    if (std::optional<T> found = find(); found.has_value()) return found;
+    if (!miss_refreshes_.TryTake(absl::Now())) return std::optional<T>();
   }
   if (absl::Status s = RefreshLocked(); !s.ok()) return s;
   return find();
@@ -292,7 +292,7 @@ auto Discovery::LookupLocked(Find find) -> absl::StatusOr<decltype(find())> {
 absl::StatusOr<ResourceInfo> Discovery::Resource(const GroupVersionResource& gvr) {
   MutexLock lock(&mu_);
   absl::StatusOr<std::optional<ResourceInfo>> found =
-      LookupLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
+      LookupLocked<ResourceInfo>([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
         auto it = by_resource_.find(gvr);
         if (it == by_resource_.end()) return std::nullopt;
         return it->second;
@@ -306,7 +306,7 @@ absl::StatusOr<ResourceInfo> Discovery::Resource(const GroupVersionResource& gvr
 absl::StatusOr<ResourceInfo> Discovery::ResourceForKind(const GroupVersionKind& gvk) {
   MutexLock lock(&mu_);
   absl::StatusOr<std::optional<ResourceInfo>> found =
-      LookupLocked([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
+      LookupLocked<ResourceInfo>([&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<ResourceInfo> {
         auto it = by_kind_.find(gvk);
         if (it == by_kind_.end()) return std::nullopt;
         return by_resource_.at(it->second);
@@ -321,7 +321,8 @@ absl::StatusOr<ResourceInfo> Discovery::ResourceForKind(const GroupVersionKind& 
 absl::StatusOr<std::vector<ResourceInfo>> Discovery::ResourcesForGroupKind(
     const std::optional<std::string>& group, absl::string_view kind) {
   MutexLock lock(&mu_);
-  absl::StatusOr<std::optional<std::vector<ResourceInfo>>> found = LookupLocked(
+  absl::StatusOr<std::optional<std::vector<ResourceInfo>>> found =
+      LookupLocked<std::vector<ResourceInfo>>(
       [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::optional<std::vector<ResourceInfo>> {
         std::vector<ResourceInfo> all;
         for (const auto& [gvk, gvr] : by_kind_) {

@@ -108,8 +108,8 @@ class Discovery {
   absl::Status RefreshLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `find()` (a std::optional) on what is loaded; on a miss, refreshes (first load: always; later:
   // if the miss limit allows) and asks again. nullopt: still missing.
-  template <typename Find>
-  auto LookupLocked(Find find) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> absl::StatusOr<decltype(find())>;
+  template <typename T, typename Find>
+  absl::StatusOr<std::optional<T>> LookupLocked(Find find) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const Options options_;
   mutable Mutex mu_;

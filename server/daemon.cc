@@ -313,9 +313,11 @@ absl::Status Daemon::Init() {
   }
   readiness_timer_ = Clock::Real()->CreateTimer([this] { CheckReadiness(); });
   readiness_timer_->ArmAt(absl::Now());
-  if (absl::Status s = StartHttp(); !s.ok()) return s;
-  if (le.enabled) return StartReplica(std::move(config_queues));
-  return absl::OkStatus();
+  // The replica before the HTTP listeners: /readyz reads replica_.
+  if (le.enabled) {
+    if (absl::Status s = StartReplica(std::move(config_queues)); !s.ok()) return s;
+  }
+  return StartHttp();
 }
 
 absl::Status Daemon::StartReplica(std::vector<v1::QueueSpec> config_queues) {
@@ -491,6 +493,13 @@ absl::Status Daemon::StartHttp() {
               res.status = 503;
               res.set_content("shutting down\n", "text/plain");
               return;
+            }
+            if (replica_ != nullptr) {
+              if (std::string why = replica_->NotReadyReason(); !why.empty()) {
+                res.status = 503;
+                res.set_content(why + "\n", "text/plain");
+                return;
+              }
             }
             if (std::vector<std::string> unsynced = UnsyncedInformers(); !unsynced.empty()) {
               res.status = 503;

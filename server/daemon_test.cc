@@ -21,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "base/eventually.h"
 #include "base/mutex.h"
+#include "client/client.h"
 #include "client/fake_apiserver.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -176,6 +177,58 @@ HealthStatus::ServingStatus HealthOf(const std::shared_ptr<grpc::Channel>& chann
 // Until the configured informers have synced, /readyz says which are missing and gRPC health
 // has each informerd.v1 service NOT_SERVING (the server itself SERVING); then both turn ready.
 // Meanwhile the status page's JSON already shows the informer, unsynced.
+// A leader that cannot restore its queues (here the Queue resource is not served: the CRD is
+// missing) says so: /readyz names the error, NOT_LEADER names this replica, not a previous
+// leader, and after twice the lease duration it resigns the Lease (instead of holding it while
+// serving nothing, forever).
+TEST(DaemonTest, ALeaderThatCannotRestoreItsQueuesSaysSoAndResigns) {
+  std::unique_ptr<client::Client> c =
+      client::Client::Create({.config = ::informerd::testing::SharedApiServer()->config()})
+          .value();
+  c->Create({"", "v1", "namespaces"}, "", R"({"metadata":{"name":"ha-restore"}})")
+      .status()
+      .IgnoreError();  // made by an earlier run of this binary, perhaps
+  absl::StatusOr<Daemon> d = StartDaemon(
+      {absl::StrCat("--kubeconfig=", ::informerd::testing::SharedApiServer()->kubeconfig_path()),
+       "--leader_elect", "--leader_elect_resource_namespace=ha-restore",
+       "--leader_elect_resource_name=restore", "--leader_elect_identity=r0",
+       "--leader_elect_lease_duration=2s", "--leader_elect_renew_deadline=1500ms",
+       "--leader_elect_retry_period=250ms"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  int status = 0;
+  std::string body;
+  ASSERT_TRUE(Eventually(
+      [&] {
+        body = HttpGet(d->metrics, "/readyz", &status);
+        return absl::StrContains(body, "stored queues cannot be listed");
+      },
+      absl::Seconds(20)))
+      << body;
+  EXPECT_EQ(status, 503);
+  {
+    auto queues = v1::Queues::NewStub(d->channel);
+    grpc::ClientContext ctx;
+    v1::GetQueueRequest req;
+    req.set_queue("any");
+    v1::QueueInfo info;
+    grpc::Status s = queues->GetQueue(&ctx, req, &info);
+    EXPECT_EQ(s.error_code(), grpc::UNAVAILABLE);
+    EXPECT_THAT(s.error_message(), HasSubstr("\"r0\") leads its replica set but has not restored"));
+  }
+  // Resigned: the Lease is free for another replica.
+  ASSERT_TRUE(Eventually(
+      [&] {
+        auto lease = c->Get({"coordination.k8s.io", "v1", "leases"}, "ha-restore", "restore");
+        return lease.ok() && absl::StrContains((*lease)->json(), R"("holderIdentity":"")");
+      },
+      absl::Seconds(20)));
+  body = HttpGet(d->metrics, "/readyz", &status);
+  EXPECT_EQ(status, 503);
+  EXPECT_THAT(body, HasSubstr("resigned"));
+  d->process->Signal(SIGTERM);
+  ASSERT_TRUE(d->process->Wait(absl::Seconds(20)).ok());
+}
+
 TEST(DaemonTest, HealthPerServiceAndReadyzFollowTheConfiguredInformersSync) {
   ASSERT_TRUE(Seed("daemon-unready", 2).ok());
   // The informer's first list (or streaming list) is answered 20 s late (room for a slow start

@@ -187,6 +187,18 @@ void LeaderElector::Stop() {
   if (watchdog_.joinable()) watchdog_.join();
 }
 
+void LeaderElector::Resign(absl::Duration pause) {
+  {
+    MutexLock l(&mu_);
+    resigned_until_ = SteadyNow() + ToChrono(pause);
+  }
+  {
+    MutexLock c(&callbacks_mu_);
+    LoseLocked();
+  }
+  Release();
+}
+
 void LeaderElector::Watch() {
   for (;;) {
     {
@@ -254,6 +266,20 @@ bool LeaderElector::Sleep(absl::Duration d) {
 void LeaderElector::Run() {
   std::mt19937_64 rng(std::random_device{}());
   for (;;) {
+    std::optional<SteadyTime> resigned;
+    {
+      MutexLock l(&mu_);
+      if (SteadyNow() < resigned_until_) resigned = resigned_until_;
+    }
+    if (resigned.has_value()) {
+      // Resigned: leave the Lease to the others for a while.
+      if (!Sleep(std::min(options_.retry_period,
+                          absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              *resigned - SteadyNow()))))) {
+        break;
+      }
+      continue;
+    }
     SteadyTime sent;
     const bool holds = TryAcquireOrRenew(&sent);
     const SteadyTime deadline = sent + ToChrono(options_.renew_deadline);
@@ -274,6 +300,7 @@ void LeaderElector::Run() {
             action = kLose;  // its deadline passed while the renew was under way
           }
         } else if (holds && !stopping_ && SteadyNow() < deadline &&
+                   SteadyNow() >= resigned_until_ &&
                    observed_->transitions > last_term_transitions_) {
           leading_ = true;
           term.transitions = observed_->transitions;

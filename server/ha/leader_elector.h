@@ -148,6 +148,10 @@ class LeaderElector {
   // Stops the thread; if leading, runs stopped_leading and releases the Lease (one attempt,
   // bounded by the request timeout). Idempotent.
   void Stop();
+  // Gives up leading: ends the term (stopped_leading runs), releases the Lease so that another
+  // replica takes it, and tries to acquire it again only after `pause`. For a leader that
+  // cannot serve (its queues cannot be restored).
+  void Resign(absl::Duration pause);
 
   const ElectorOptions& options() const { return options_; }
   bool leading() const;
@@ -198,6 +202,8 @@ class LeaderElector {
   // leaseTransitions of the last term begun: a Lease still showing it after that term ended
   // (a late renew) is not a new term.
   int64_t last_term_transitions_ ABSL_GUARDED_BY(mu_) = -1;
+  // After Resign: no acquiring before this.
+  SteadyTime resigned_until_ ABSL_GUARDED_BY(mu_);
   // Held by this thread only, read by accessors under mu_.
   std::optional<LeaseRecord> observed_ ABSL_GUARDED_BY(mu_);
   SteadyTime observed_time_ ABSL_GUARDED_BY(mu_);

@@ -47,11 +47,23 @@ void Replica::Stop() {
 }
 
 void Replica::OnStarted(const Term& term) {
+  {
+    MutexLock l(&mu_);
+    ++seq_;
+    restoring_done_ = false;
+    not_ready_.clear();
+    not_ready_until_ = absl::InfiniteFuture();
+    deadline_ = term.deadline;
+    pending_.emplace_back(seq_, term);
+  }
+  // This replica leads from now on: until its queues are restored, NOT_LEADER names it (not the
+  // previous leader, which may be gone).
+  gate_->Restoring(options_.elector.identity, options_.elector.address);
+}
+
+std::string Replica::NotReadyReason() const {
   MutexLock l(&mu_);
-  ++seq_;
-  restoring_done_ = false;
-  deadline_ = term.deadline;
-  pending_.emplace_back(seq_, term);
+  return absl::Now() < not_ready_until_ ? not_ready_ : "";
 }
 
 void Replica::OnStopped() {
@@ -104,13 +116,38 @@ void Replica::Restore(uint64_t seq, const Term& term) {
     }
   }
   if (store_ != nullptr) {
+    const absl::Duration timeout = options_.restore_timeout > absl::ZeroDuration()
+                                       ? options_.restore_timeout
+                                       : options_.elector.lease_duration * 2;
+    const absl::Time give_up = absl::Now() + timeout;
     for (int attempt = 0;; ++attempt) {
       if (!current()) return;
       absl::StatusOr<std::vector<StoredQueue>> stored = store_->List();
       if (!stored.ok()) {
+        const std::string error = client::DescribeStatus(stored.status());
         spdlog::warn("leader: listing the stored queues failed (attempt {}); Queues and Work wait "
                      "until they are restored: {}",
-                     attempt + 1, client::DescribeStatus(stored.status()));
+                     attempt + 1, error);
+        if (absl::Now() >= give_up) {
+          {
+            MutexLock l(&mu_);
+            not_ready_ = absl::StrCat("leader: resigned after ", absl::FormatDuration(timeout),
+                                      " without restoring its queues (the stored queues cannot "
+                                      "be listed: ", error, "); another replica may take the Lease");
+            not_ready_until_ = absl::Now() + timeout;  // while it leaves the Lease to others
+          }
+          LogWithFields(spdlog::level::err, {{"error", error}},
+                        "leader: cannot restore the stored queues; resigning the Lease");
+          elector_->Resign(timeout);
+          return;
+        }
+        {
+          MutexLock l(&mu_);
+          if (seq_ == seq) {
+            not_ready_ = absl::StrCat("leader: the stored queues cannot be listed (attempt ",
+                                      attempt + 1, "): ", error);
+          }
+        }
         absl::SleepFor(absl::Seconds(1));
         continue;
       }
@@ -148,6 +185,7 @@ void Replica::Restore(uint64_t seq, const Term& term) {
   MutexLock l(&mu_);
   if (seq_ != seq || stopping_) return;
   restoring_done_ = true;
+  not_ready_.clear();
   gate_->Lead(deadline_);
   spdlog::info("leader: term {} serves Queues and Work ({} queues)", term.transitions,
                queues_->List().size());

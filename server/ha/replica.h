@@ -9,6 +9,9 @@
 //   * term over (renew deadline passed, another holder, or Stop): the gate closes at once, then
 //     every queue is closed and its Work streams end with NOT_LEADER. Keys are not kept.
 //   * another leader observed: the gate names it in its NOT_LEADER errors.
+//   * the stored queues cannot be listed: /readyz says why (NotReadyReason), NOT_LEADER names
+//     this replica (the leader, not serving yet), and after restore_timeout it resigns: the
+//     Lease goes to another replica, which may be able to.
 //
 //   Replica replica(client, {.elector = ..., .cluster = "prod", .config_queues = specs},
 //                   &queues, &gate, &store);
@@ -50,6 +53,10 @@ struct ReplicaOptions {
   // Ensures a stored queue's informer on this replica (before the queue is created); nullptr:
   // stored informer specs are ignored.
   std::function<absl::Status(const v1::InformerSpec&)> ensure_informer;
+  // A leader that cannot list its stored queues for this long (a missing Queue CRD, missing
+  // RBAC) resigns: it releases the Lease and leaves it to the others for as long again.
+  // 0: twice the lease duration.
+  absl::Duration restore_timeout = absl::ZeroDuration();
 };
 
 class Replica {
@@ -65,6 +72,9 @@ class Replica {
   void Stop();
 
   v1::ReplicaInfo Info() const;
+  // Why this replica cannot serve as leader now ("" when it can, or follows): the restore's
+  // last error while it leads without having restored its queues, or the resignation after.
+  std::string NotReadyReason() const;
 
  private:
   void OnStarted(const Term& term);
@@ -84,6 +94,8 @@ class Replica {
   SteadyTime deadline_ ABSL_GUARDED_BY(mu_);
   std::deque<std::pair<uint64_t, Term>> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::string not_ready_ ABSL_GUARDED_BY(mu_);
+  absl::Time not_ready_until_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   std::thread restorer_;
 
   // Declared last: its thread calls back into the members above.

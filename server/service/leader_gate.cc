@@ -26,6 +26,15 @@ void LeaderGate::Follow(std::string leader, std::string address) {
   MutexLock l(&mu_);
   leader_ = std::move(leader);
   leader_address_ = std::move(address);
+  restoring_ = false;
+}
+
+void LeaderGate::Restoring(std::string self, std::string address) {
+  leading_.store(false, std::memory_order_release);
+  MutexLock l(&mu_);
+  leader_ = std::move(self);
+  leader_address_ = std::move(address);
+  restoring_ = true;
 }
 
 absl::Status LeaderGate::Check() const {
@@ -34,6 +43,12 @@ absl::Status LeaderGate::Check() const {
   if (leading_.load(std::memory_order_acquire)) {
     // Leading, past the deadline: the elector has not caught up; nobody is known to lead.
     return NotLeaderError("", "");
+  }
+  if (restoring_) {
+    return Error(absl::StatusCode::kUnavailable, v1::NOT_LEADER,
+                 absl::StrCat("this replica (\"", leader_, "\") leads its replica set but has not "
+                              "restored its queues yet; retry"),
+                 {{"leader", leader_}, {"leader_address", leader_address_}});
   }
   return NotLeaderError(leader_, leader_address_);
 }

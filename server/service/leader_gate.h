@@ -40,6 +40,9 @@ class LeaderGate {
   void Renewed(SteadyTime deadline);
   // This replica does not lead; `leader` (identity) and `address` as known, "" when unknown.
   void Follow(std::string leader, std::string address);
+  // This replica (`self`, at `address`) holds the Lease but does not serve yet (its queues are
+  // being restored): NOT_LEADER names it, saying so.
+  void Restoring(std::string self, std::string address);
 
   // Leading and before the deadline.
   bool MayDispatch() const {
@@ -57,6 +60,7 @@ class LeaderGate {
   mutable Mutex mu_;
   std::string leader_ ABSL_GUARDED_BY(mu_);
   std::string leader_address_ ABSL_GUARDED_BY(mu_);
+  bool restoring_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // The NOT_LEADER error (see errors.proto).

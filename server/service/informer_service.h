@@ -124,6 +124,9 @@ class InformerService final
   const InformerServiceOptions options_;
   Clock* const clock_;
 
+  // Passed through by a WaitForSync reactor just before it finishes, and taken by the
+  // destructor: the order of the two as ThreadSanitizer can see it.
+  mutable Mutex finished_mu_;
   mutable Mutex mu_;
   // Open Watch streams by informer id; total_subscribers_ is the sum of the sets' sizes.
   absl::flat_hash_map<std::string, absl::flat_hash_set<WatchReactor*>> subscribers_

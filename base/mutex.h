@@ -22,6 +22,7 @@
 #ifndef INFORMERD_BASE_MUTEX_H_
 #define INFORMERD_BASE_MUTEX_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 
@@ -76,6 +77,38 @@ class ABSL_LOCKABLE Mutex {
     } while (!pred());
     --waiters_;
     lock.release();
+  }
+
+  // As Await, but gives up after `timeout`, measured on the steady clock (a wall-clock step
+  // neither shortens nor lengthens it); returns whether `pred()` held.
+  // REQUIRES: the mutex is held.
+  template <typename Pred>
+  bool AwaitWithTimeout(const Pred& pred, absl::Duration timeout) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this)
+      ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    if (pred()) return true;
+    if (waiters_ > 0) cv_.notify_all();
+    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
+    ++waiters_;
+    const auto deadline =
+        timeout == absl::InfiniteDuration()
+            ? std::chrono::steady_clock::time_point::max()
+            : std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
+    bool ok = false;
+    for (;;) {
+      if (deadline == std::chrono::steady_clock::time_point::max()) {
+        cv_.wait(lock);
+      } else if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        ok = pred();
+        break;
+      }
+      if (pred()) {
+        ok = true;
+        break;
+      }
+    }
+    --waiters_;
+    lock.release();
+    return ok;
   }
 
   // As Await, but gives up at `deadline`; returns whether `pred()` held.

@@ -49,6 +49,21 @@ TEST(MutexTest, AwaitWithDeadlineGivesUpWhenThePredicateNeverHolds) {
   EXPECT_TRUE(mu.AwaitWithDeadline([] { return true; }, absl::Now() + absl::Seconds(5)));
 }
 
+TEST(MutexTest, AwaitWithTimeoutGivesUpAfterItOrReturnsWhenThePredicateHolds) {
+  Mutex mu;
+  bool ready = false;
+  std::thread setter([&] {
+    MutexLock lock(&mu);
+    ready = true;
+  });
+  {
+    MutexLock lock(&mu);
+    EXPECT_FALSE(mu.AwaitWithTimeout([] { return false; }, absl::Milliseconds(5)));
+    EXPECT_TRUE(mu.AwaitWithTimeout([&] { return ready; }, absl::InfiniteDuration()));
+  }
+  setter.join();
+}
+
 TEST(MutexTest, AwaitRechecksAfterEveryUnlockUntilThePredicateHolds) {
   Mutex mu;
   int value = 0;

@@ -211,11 +211,11 @@ void LeaderElector::Watch() {
             leading_ ? absl::FromChrono(std::chrono::duration_cast<std::chrono::nanoseconds>(
                            term_->deadline - SteadyNow()))
                      : absl::InfiniteDuration();
-        // Woken by a change of the term (or Stop); else at the deadline, measured again on the
-        // steady clock when it wakes (the wait itself may be on another clock).
-        mu_.AwaitWithDeadline(
+        // Woken by a change of the term (or Stop); else at the deadline, on the steady clock (a
+        // wall-clock step cannot delay a step-down).
+        mu_.AwaitWithTimeout(
             [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return stopping_ || term_changes_ != seen; },
-            left == absl::InfiniteDuration() ? absl::InfiniteFuture() : absl::Now() + left);
+            left);
       }
     }
     MutexLock c(&callbacks_mu_);

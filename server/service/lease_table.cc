@@ -82,7 +82,9 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
                "this stream no longer holds any key");
         continue;
       }
-      if (TakeExpiredLocked(o.key(), o.token())) {
+      auto it = held_.find(o.key());
+      if ((it == held_.end() || it->second.token != o.token()) &&
+          TakeExpiredLocked(o.key(), o.token())) {
         // The key went back to the queue when the lease expired; this outcome is too late. The
         // worker's reconcile is over, so its credit comes back.
         Refuse(&refusals, o.key(), o.token(), v1::LEASE_EXPIRED,
@@ -91,7 +93,6 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
                             " without an outcome or heartbeat; the key was handed out again"));
         continue;
       }
-      auto it = held_.find(o.key());
       if (it == held_.end()) {
         Refuse(&refusals, o.key(), o.token(), v1::KEY_NOT_HELD,
                absl::StrCat("key ", Quoted(o.key()), " is not held by this stream"));
@@ -163,15 +164,15 @@ std::vector<v1::Refusal> Worker::Heartbeat(const v1::Heartbeat& heartbeat) {
   MutexLock lock(&table_->mu_);
   for (int i = 0; i < heartbeat.leases_size(); ++i) {
     const v1::LeaseRef& ref = heartbeat.leases(i);
-    if (attached_ && std::any_of(expired_.begin(), expired_.end(), [&](const Expired& e) {
-          return e.token == ref.token() && e.key == ref.key();
-        })) {
-      Refuse(&refusals, ref.key(), ref.token(), v1::LEASE_EXPIRED,
-             absl::StrCat("heartbeat.leases[", i, "]: the lease of key ", Quoted(ref.key()),
-                          " already expired; the key was handed out again"));
-      continue;
-    }
     auto it = attached_ ? held_.find(ref.key()) : held_.end();
+    if (attached_ && (it == held_.end() || it->second.token != ref.token())) {
+      if (auto e = expired_.find(ref.token()); e != expired_.end() && e->second == ref.key()) {
+        Refuse(&refusals, ref.key(), ref.token(), v1::LEASE_EXPIRED,
+               absl::StrCat("heartbeat.leases[", i, "]: the lease of key ", Quoted(ref.key()),
+                            " already expired; the key was handed out again"));
+        continue;
+      }
+    }
     if (it == held_.end()) {
       Refuse(&refusals, ref.key(), ref.token(), v1::KEY_NOT_HELD,
              absl::StrCat("heartbeat.leases[", i, "]: key ", Quoted(ref.key()),
@@ -236,13 +237,10 @@ size_t Worker::in_flight() const {
 
 bool Worker::TakeExpiredLocked(absl::string_view key, uint64_t token) {
   table_->mu_.AssertHeld();
-  for (size_t i = 0; i < expired_.size(); ++i) {
-    if (expired_[i].token != token || expired_[i].key != key) continue;
-    expired_[i] = std::move(expired_.back());
-    expired_.pop_back();
-    return true;
-  }
-  return false;
+  auto it = expired_.find(token);
+  if (it == expired_.end() || it->second != key) return false;
+  expired_.erase(it);
+  return true;
 }
 
 // ---- LeaseTable ----
@@ -351,7 +349,7 @@ void LeaseTable::OnExpiryTimer() {
     held.expiry = expiries_.end();
     EndLeaseLocked(it->first, held, /*requeue=*/true);
     // Kept (against the worker's credit) until the worker answers it.
-    worker->expired_.push_back({.key = it->first, .token = held.token});
+    worker->expired_.emplace(held.token, it->first);
     worker->held_.erase(it);
     expired_.fetch_add(1, std::memory_order_relaxed);
     if (expirations_ != nullptr) expirations_->Inc();

@@ -129,12 +129,7 @@ class Worker {
     // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire).
     std::multimap<absl::Time, ExpiryRef>::iterator expiry;
   };
-  // An expired lease not yet answered: its hand-out ended (the key went back) but the worker's
-  // reconcile may still run, so it keeps its credit.
-  struct Expired {
-    std::string key;
-    uint64_t token = 0;
-  };
+
   Worker(LeaseTable* table, std::string stream_id, WorkerOptions options,
          std::shared_ptr<LeaseSink> sink);
   // The sink to close (outside the lock) when the worker is draining or its queue stopping and
@@ -156,7 +151,10 @@ class Worker {
   bool draining_ = false;
   bool close_sent_ = false;
   absl::flat_hash_map<std::string, Held> held_;
-  std::vector<Expired> expired_;
+  // Expired leases not yet answered, token -> key (tokens are unique within a queue): their
+  // hand-outs ended (the keys went back) but the worker's reconciles may still run, so they keep
+  // their credit. Consulted only when an answer names no live lease.
+  absl::flat_hash_map<uint64_t, std::string> expired_;
 };
 
 class LeaseTable {

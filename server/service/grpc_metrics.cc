@@ -120,11 +120,12 @@ class MetricsInterceptorFactory final
 
  private:
   MethodSeries* Series(grpc::experimental::ServerRpcInfo* info) {
-    // A name the server does not serve (a client may send any) shares one series: labels come
-    // only from the methods compiled in, so that no client can add series.
-    std::string method = info->method() != nullptr ? info->method() : "";
-    if (!IsServed(method)) method = "/unknown/unknown";
+    absl::string_view method = info->method() != nullptr ? info->method() : "";
     MutexLock lock(&mu_);
+    if (auto it = series_.find(method); it != series_.end()) return it->second.get();
+    // A name the server does not serve (a client may send any) shares one series, and is never
+    // a key here: labels come only from the methods compiled in, so no client can add series.
+    if (!IsServed(method)) method = "/unknown/unknown";
     std::unique_ptr<MethodSeries>& series = series_[method];
     if (series != nullptr) return series.get();
     series = std::make_unique<MethodSeries>();

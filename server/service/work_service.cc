@@ -32,13 +32,16 @@ class WorkService::Stream final
       public std::enable_shared_from_this<Stream> {
  public:
   Stream(QueueRegistry* queues, auth::Guard* guard, const InformerRegistry* informers,
-         grpc::CallbackServerContext* context, std::atomic<int64_t>* buffered)
+         grpc::CallbackServerContext* context, Buffered* buffered)
       : queues_(queues),
         guard_(guard),
         informers_(informers),
         context_(context),
         buffered_(buffered) {}
-  ~Stream() override { buffered_->fetch_sub(static_cast<int64_t>(control_bytes_)); }
+  ~Stream() override {
+    buffered_->bytes.fetch_sub(static_cast<int64_t>(control_bytes_));
+    if (read_paused_) buffered_->paused.fetch_sub(1);
+  }
 
   void Begin() {
     self_ = shared_from_this();
@@ -113,6 +116,7 @@ class WorkService::Stream final
       writing_ = false;
       if (read_paused_ && !finishing_ && control_bytes_ <= kMaxBufferedControlBytes / 2) {
         read_paused_ = false;
+        buffered_->paused.fetch_sub(1);
         resume_reading = true;
       }
       if (!ok) {
@@ -155,6 +159,7 @@ class WorkService::Stream final
       MutexLock lock(&mu_);
       if (control_bytes_ > kMaxBufferedControlBytes) {
         read_paused_ = true;
+        buffered_->paused.fetch_add(1);
         return;
       }
     }
@@ -164,11 +169,11 @@ class WorkService::Stream final
   void PushControlLocked(v1::ProcessResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const size_t bytes = response.ByteSizeLong();
     control_bytes_ += bytes;
-    buffered_->fetch_add(static_cast<int64_t>(bytes));
+    buffered_->bytes.fetch_add(static_cast<int64_t>(bytes));
     pending_control_.push_back({std::move(response), bytes});
   }
   void ClearControlLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    buffered_->fetch_sub(static_cast<int64_t>(control_bytes_));
+    buffered_->bytes.fetch_sub(static_cast<int64_t>(control_bytes_));
     control_bytes_ = 0;
     pending_control_.clear();
   }
@@ -341,7 +346,7 @@ class WorkService::Stream final
       if (!pending_control_.empty()) {
         control_out_ = std::move(pending_control_.front().response);
         control_bytes_ -= pending_control_.front().bytes;
-        buffered_->fetch_sub(static_cast<int64_t>(pending_control_.front().bytes));
+        buffered_->bytes.fetch_sub(static_cast<int64_t>(pending_control_.front().bytes));
         pending_control_.pop_front();
         action = kWrite;
       } else if (finishing_ && !authorizing_) {
@@ -467,7 +472,7 @@ class WorkService::Stream final
   std::deque<Control> pending_control_ ABSL_GUARDED_BY(mu_);
   size_t control_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of pending_control_
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<int64_t>* const buffered_;  // the service's sum of control_bytes_
+  Buffered* const buffered_;  // the service's sums of control_bytes_ and read_paused_
   std::deque<workqueue::Lease> pending_leases_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -46,12 +46,17 @@ class WorkService final : public v1::Work::CallbackService {
   grpc::ServerBidiReactor<v1::ProcessRequest, v1::ProcessResponse>* Process(
       grpc::CallbackServerContext* context) override;
 
-  // Bytes of answers waiting to be written, over all streams.
-  int64_t buffered_control_bytes() const { return buffered_.load(); }
+  // Bytes of answers waiting to be written, over all streams; streams not reading for that.
+  int64_t buffered_control_bytes() const { return buffered_.bytes.load(); }
+  int paused_streams() const { return buffered_.paused.load(); }
 
  private:
   class Stream;
-  std::atomic<int64_t> buffered_{0};
+  struct Buffered {
+    std::atomic<int64_t> bytes{0};
+    std::atomic<int> paused{0};
+  };
+  Buffered buffered_;
   QueueRegistry* const queues_;
   auth::Guard* const guard_;
   const InformerRegistry* const informers_;

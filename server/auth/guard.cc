@@ -648,34 +648,41 @@ void FinishCreated(absl::flat_hash_map<std::string, bool>* created, const std::s
 
 }  // namespace
 
-absl::Status Guard::AdmitInformer(Caller* caller, const std::string& id,
+absl::Status Guard::AdmitCreation(Caller* caller, CreatedKind kind, const std::string& id,
                                   const std::function<bool(const std::string&)>& exists) {
   if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
   Principal& p = *caller->principal;
   MutexLock lock(&p.mu);
-  return AdmitCreated(*caller, id, &p.informers, options_.limits.informers, "informers", exists);
+  return kind == CreatedKind::kInformer
+             ? AdmitCreated(*caller, id, &p.informers, options_.limits.informers, "informers",
+                            exists)
+             : AdmitCreated(*caller, id, &p.queues, options_.limits.queues, "queues", exists);
 }
 
-void Guard::FinishInformer(Caller* caller, const std::string& id, bool created) {
+void Guard::FinishCreation(Caller* caller, CreatedKind kind, const std::string& id,
+                           bool created) {
   if (caller == nullptr || caller == internal_.get() || insecure()) return;
   Principal& p = *caller->principal;
   MutexLock lock(&p.mu);
-  FinishCreated(&p.informers, id, created);
+  FinishCreated(kind == CreatedKind::kInformer ? &p.informers : &p.queues, id, created);
+}
+
+absl::Status Guard::AdmitInformer(Caller* caller, const std::string& id,
+                                  const std::function<bool(const std::string&)>& exists) {
+  return AdmitCreation(caller, CreatedKind::kInformer, id, exists);
+}
+
+void Guard::FinishInformer(Caller* caller, const std::string& id, bool created) {
+  FinishCreation(caller, CreatedKind::kInformer, id, created);
 }
 
 absl::Status Guard::AdmitQueue(Caller* caller, const std::string& name,
                                const std::function<bool(const std::string&)>& exists) {
-  if (caller == nullptr || caller == internal_.get() || insecure()) return absl::OkStatus();
-  Principal& p = *caller->principal;
-  MutexLock lock(&p.mu);
-  return AdmitCreated(*caller, name, &p.queues, options_.limits.queues, "queues", exists);
+  return AdmitCreation(caller, CreatedKind::kQueue, name, exists);
 }
 
 void Guard::FinishQueue(Caller* caller, const std::string& name, bool created) {
-  if (caller == nullptr || caller == internal_.get() || insecure()) return;
-  Principal& p = *caller->principal;
-  MutexLock lock(&p.mu);
-  FinishCreated(&p.queues, name, created);
+  FinishCreation(caller, CreatedKind::kQueue, name, created);
 }
 
 

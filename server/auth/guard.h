@@ -246,6 +246,11 @@ class Guard {
   void StopRechecks();
 
  private:
+  enum class CreatedKind { kInformer, kQueue };
+  // The one admission (and its end) of a created informer or queue.
+  absl::Status AdmitCreation(Caller* caller, CreatedKind kind, const std::string& id,
+                             const std::function<bool(const std::string&)>& exists);
+  void FinishCreation(Caller* caller, CreatedKind kind, const std::string& id, bool created);
   struct Job {
     grpc::CallbackServerContext* context;
     std::string peer;  // the client's address without its port

@@ -592,22 +592,23 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
   if (!request->has_spec()) return Answer(reactor, InvalidArgument("spec", "required"));
   // Everything that needs no API server is checked here, before the call takes a lane: a spec
   // that names no configured cluster, or is malformed, costs no thread and is kept nowhere.
-  if (absl::StatusOr<std::string> cluster = informers_->Check(request->spec()); !cluster.ok()) {
-    return Answer(reactor, ToGrpc(cluster.status()));
-  }
+  absl::StatusOr<std::string> cluster = informers_->Check(request->spec());
+  if (!cluster.ok()) return Answer(reactor, ToGrpc(cluster.status()));
   // The resource may need discovery before it can be authorized: the caller is authenticated
   // here and authorized on the lane, where waiting on the API server is allowed.
   auth::CheckCall(
       options_.guard, context, auth::CallKind::kUnary, auth::Need({}), reactor,
-      [this, context, reactor, request, response](auth::Ticket ticket) {
+      [this, context, reactor, request, response, cluster = *cluster](auth::Ticket ticket) {
         // Discovery may wait on the API server: never on a gRPC thread (api_call_lanes.h).
         lanes_->Run<v1::InformerInfo>(
-            context, reactor, response, request->spec().cluster(),
-            [this, spec = request->spec(),
+            context, reactor, response, cluster,
+            [this, spec = request->spec(), cluster,
              ticket = std::move(ticket)]() -> absl::StatusOr<v1::InformerInfo> {
               InformerRegistry::Admission admit;
               std::string admitted;  // the id the caller was given a place for, if any
-              if (options_.guard != nullptr) admit = AdmitFor(ticket.caller(), spec, &admitted);
+              if (options_.guard != nullptr) {
+                admit = AdmitFor(ticket.caller(), spec, cluster, &admitted);
+              }
               absl::StatusOr<InformerRegistry::Entry> entry = informers_->Ensure(spec, admit);
               if (!admitted.empty()) {
                 options_.guard->FinishInformer(ticket.caller(), admitted, entry.ok());
@@ -623,9 +624,9 @@ grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerCo
 
 InformerRegistry::Admission InformerService::AdmitFor(auth::Caller* caller,
                                                       const v1::InformerSpec& spec,
+                                                      const std::string& cluster,
                                                       std::string* admitted) const {
-  return [this, caller, admitted, ns = spec.namespace_(),
-          cluster = informers_->ResolveCluster(spec.cluster()).value_or("")](
+  return [this, caller, admitted, ns = spec.namespace_(), cluster](
              const client::ResourceInfo& resource, const std::string& id,
              bool exists) -> absl::Status {
     const InformerRegistry::Scope scope{.cluster = cluster,

@@ -116,9 +116,10 @@ class InformerService final
   void StartWatch(WatchReactor* reactor, const v1::WatchRequest& request, auth::Ticket ticket);
   // EnsureInformer's admission: `caller` may read the resolved resource, and may create one more
   // informer (per-caller limit) when it does not run yet; then `*admitted` is its id, for
-  // Guard::FinishInformer once Ensure returned.
+  // Guard::FinishInformer once Ensure returned. `cluster`: the configured cluster the spec names
+  // (InformerRegistry::Check's answer), whose RBAC decides.
   InformerRegistry::Admission AdmitFor(auth::Caller* caller, const v1::InformerSpec& spec,
-                                       std::string* admitted) const;
+                                       const std::string& cluster, std::string* admitted) const;
 
   InformerRegistry* const informers_;
   const InformerServiceOptions options_;

@@ -22,19 +22,19 @@ void LeaderGate::Renewed(SteadyTime deadline) {
 }
 
 void LeaderGate::Follow(std::string leader, std::string address) {
+  NotDispatching(std::move(leader), std::move(address), /*restoring=*/false);
+}
+
+void LeaderGate::Restoring(std::string self, std::string address) {
+  NotDispatching(std::move(self), std::move(address), /*restoring=*/true);
+}
+
+void LeaderGate::NotDispatching(std::string leader, std::string address, bool restoring) {
   leading_.store(false, std::memory_order_release);
   MutexLock l(&mu_);
   leader_ = std::move(leader);
   leader_address_ = std::move(address);
-  restoring_ = false;
-}
-
-void LeaderGate::Restoring(std::string self, std::string address) {
-  leading_.store(false, std::memory_order_release);
-  MutexLock l(&mu_);
-  leader_ = std::move(self);
-  leader_address_ = std::move(address);
-  restoring_ = true;
+  restoring_ = restoring;
 }
 
 absl::Status LeaderGate::Check() const {

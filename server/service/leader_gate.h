@@ -55,6 +55,8 @@ class LeaderGate {
   absl::Status Check() const;
 
  private:
+  void NotDispatching(std::string leader, std::string address, bool restoring);
+
   std::atomic<bool> leading_{false};
   std::atomic<int64_t> deadline_{0};  // steady_clock ticks
   mutable Mutex mu_;

@@ -111,32 +111,14 @@ class ABSL_LOCKABLE Mutex {
     return ok;
   }
 
-  // As Await, but gives up at `deadline`; returns whether `pred()` held.
+  // As Await, but gives up at `deadline`; returns whether `pred()` held. The time left is taken
+  // once and waited on the steady clock.
   // REQUIRES: the mutex is held.
   template <typename Pred>
   bool AwaitWithDeadline(const Pred& pred, absl::Time deadline) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this)
       ABSL_NO_THREAD_SAFETY_ANALYSIS {
-    if (pred()) return true;
-    if (waiters_ > 0) cv_.notify_all();
-    std::unique_lock<std::mutex> lock(mu_, std::adopt_lock);
-    ++waiters_;
-    bool ok = false;
-    for (;;) {
-      if (deadline == absl::InfiniteFuture()) {
-        cv_.wait(lock);
-      } else if (absl::Now() >= deadline ||
-                 cv_.wait_until(lock, absl::ToChronoTime(deadline)) == std::cv_status::timeout) {
-        ok = pred();
-        break;
-      }
-      if (pred()) {
-        ok = true;
-        break;
-      }
-    }
-    --waiters_;
-    lock.release();
-    return ok;
+    return AwaitWithTimeout(pred, deadline == absl::InfiniteFuture() ? absl::InfiniteDuration()
+                                                                      : deadline - absl::Now());
   }
 
  private:

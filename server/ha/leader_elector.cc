@@ -6,6 +6,7 @@
 #include <random>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "base/json_writer.h"
@@ -80,6 +81,12 @@ std::string LeaseJson(absl::string_view lease_namespace, absl::string_view name,
   AppendJsonString(&out, kLeaderAddressAnnotation);
   out.push_back(':');
   AppendJsonString(&out, r.holder_address);
+  if (r.epoch != 0) {
+    out.push_back(',');
+    AppendJsonString(&out, kLeaseEpochAnnotation);
+    out.push_back(':');
+    AppendJsonString(&out, absl::StrCat(r.epoch));
+  }
   out.append(R"(}},"spec":{"holderIdentity":)");
   AppendJsonString(&out, r.holder);
   absl::StrAppend(&out, R"(,"leaseDurationSeconds":)", r.lease_duration_seconds);
@@ -111,6 +118,12 @@ absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json) {
   simdjson::dom::object annotations;
   if (metadata["annotations"].get_object().get(annotations) == simdjson::SUCCESS) {
     r.holder_address = OptionalString(annotations, std::string(kLeaderAddressAnnotation).c_str());
+    const std::string epoch =
+        OptionalString(annotations, std::string(kLeaseEpochAnnotation).c_str());
+    if (!epoch.empty() && !absl::SimpleAtoi(epoch, &r.epoch)) {
+      return BadLease(absl::StrCat("metadata.annotations[", kLeaseEpochAnnotation, "]"),
+                      "not an unsigned decimal integer");
+    }
   }
   simdjson::dom::object spec;
   if (doc["spec"].get_object().get(spec) != simdjson::SUCCESS) {
@@ -130,13 +143,9 @@ absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json) {
   }
   if (spec["leaseTransitions"].get(e) == simdjson::SUCCESS) {
     int64_t v = 0;
-    if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0) {
-      return BadLease("spec.leaseTransitions", "not a non-negative integer");
-    }
-    if (v > kMaxLeaseTransitions) {
-      return BadLease("spec.leaseTransitions",
-                      absl::StrCat(v, " terms: more than fencing tokens can number (",
-                                   kMaxLeaseTransitions, "); delete the Lease to start again"));
+    if (e.get_int64().get(v) != simdjson::SUCCESS || v < 0 ||
+        v > std::numeric_limits<int32_t>::max()) {
+      return BadLease("spec.leaseTransitions", "not an integer in [0, 2^31)");
     }
     r.transitions = v;
   }
@@ -300,15 +309,15 @@ void LeaderElector::Run() {
             action = kLose;  // its deadline passed while the renew was under way
           }
         } else if (holds && !stopping_ && SteadyNow() < deadline &&
-                   SteadyNow() >= resigned_until_ &&
-                   observed_->transitions > last_term_transitions_) {
+                   SteadyNow() >= resigned_until_ && observed_->epoch > last_term_epoch_) {
           leading_ = true;
           term.transitions = observed_->transitions;
-          term.epoch = static_cast<uint64_t>(term.transitions + 1) << 40;
+          term.epoch = observed_->epoch;
           term.since = absl::Now();
           term.deadline = deadline;
           term_ = term;
           last_term_transitions_ = term.transitions;
+          last_term_epoch_ = term.epoch;
           ++term_changes_;
           action = kStart;
         } else if (!holds && leading_ &&
@@ -433,6 +442,7 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
     if (cached.holder == options_.identity) {
       desired.acquire_time = cached.acquire_time;
       desired.transitions = cached.transitions;
+      desired.epoch = cached.epoch;
       desired.resource_version = cached.resource_version;
       *sent = SteadyNow();
       absl::StatusOr<LeaseRecord> written = Write(desired, /*create=*/false);
@@ -450,6 +460,9 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
   if (!current.ok()) {
     if (!client::IsNotFound(current.status())) return fail("reading", current.status());
     desired.transitions = NextTransitions(-1);
+    absl::StatusOr<uint64_t> epoch = NextEpoch(nullptr);
+    if (!epoch.ok()) return fail("creating", epoch.status());
+    desired.epoch = *epoch;
     *sent = SteadyNow();
     absl::StatusOr<LeaseRecord> created = Write(desired, /*create=*/true);
     if (!created.ok()) return fail("creating", created.status());
@@ -472,13 +485,13 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
   if (leading && current->holder == options_.identity) {
     desired.acquire_time = current->acquire_time;
     desired.transitions = current->transitions;
+    desired.epoch = current->epoch;
   } else {
     // A new term: another holder's (or nobody's) Lease, or ours from a term we lost.
-    if (current->transitions >= kMaxLeaseTransitions) {
-      return fail("acquiring", BadLease("spec.leaseTransitions",
-                                        "no term left for fencing tokens; delete the Lease"));
-    }
     desired.transitions = NextTransitions(current->transitions);
+    absl::StatusOr<uint64_t> epoch = NextEpoch(&*current);
+    if (!epoch.ok()) return fail("acquiring", epoch.status());
+    desired.epoch = *epoch;
   }
   *sent = SteadyNow();
   absl::StatusOr<LeaseRecord> written = Write(desired, /*create=*/false);
@@ -492,7 +505,39 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
 
 int64_t LeaderElector::NextTransitions(int64_t current) const {
   MutexLock l(&mu_);
-  return std::max(current, last_term_transitions_) + 1;
+  // The API's int32 stops counting at its end; epochs do not depend on it.
+  return std::min<int64_t>(std::max(current, last_term_transitions_) + 1,
+                           std::numeric_limits<int32_t>::max());
+}
+
+absl::StatusOr<uint64_t> LeaderElector::NextEpoch(const LeaseRecord* current) const {
+  uint64_t floor = 0;
+  {
+    MutexLock l(&mu_);
+    floor = last_term_epoch_;
+  }
+  if (current != nullptr) {
+    floor = std::max(floor, current->epoch);
+    if (current->transitions < (int64_t{1} << 23)) {  // an older informerd's epoch
+      floor = std::max(floor, static_cast<uint64_t>(current->transitions + 1) << 40);
+    }
+  }
+  if (options_.epoch_floor != nullptr) {
+    absl::StatusOr<uint64_t> recorded = options_.epoch_floor();
+    if (!recorded.ok()) {
+      return absl::Status(recorded.status().code(),
+                          absl::StrCat("reading the highest epoch recorded outside the Lease "
+                                       "(no term is taken without it): ",
+                                       recorded.status().message()));
+    }
+    floor = std::max(floor, *recorded);
+  }
+  if (floor > std::numeric_limits<uint64_t>::max() - 2 * kEpochSpacing) {
+    return BadLease(absl::StrCat("metadata.annotations[", kLeaseEpochAnnotation, "]"),
+                    absl::StrCat(floor, ": no epoch is left above it for fencing tokens"));
+  }
+  const uint64_t now = static_cast<uint64_t>(std::max<int64_t>(absl::GetCurrentTimeNanos(), 0));
+  return std::max(floor + kEpochSpacing, now);
 }
 
 void LeaderElector::Release() {

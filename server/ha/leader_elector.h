@@ -68,9 +68,19 @@ namespace informerd::ha {
 
 using SteadyTime = std::chrono::steady_clock::time_point;
 
-// Terms whose epoch, (transitions + 1) << 40, fits in a uint64 token. A Lease that counts more
-// is refused (ParseLease names spec.leaseTransitions): delete it to start the count again.
-inline constexpr int64_t kMaxLeaseTransitions = (int64_t{1} << 24) - 2;
+// Epochs (Term::epoch; work.proto's Started.epoch): every fencing token of a term is above its
+// epoch, and a term hands out fewer than kEpochSpacing tokens per queue. A new term's epoch is
+//   max(floor + kEpochSpacing, the wall clock in Unix ns)
+// where floor is the highest epoch recorded anywhere this replica can see: the Lease's
+// informerd.io/epoch annotation, this replica's last term, the ElectorOptions::epoch_floor
+// callback (the stored queues' epochs: they survive the Lease's deletion) and, for a Lease an
+// older informerd wrote, (leaseTransitions + 1) << 40. The epoch is written into the Lease by
+// the same conditional write that takes it. The wall clock orders terms after a standalone
+// daemon's (whose epoch is its start time) and after a Lease deleted with nothing stored; the
+// floor orders them when the clock steps back.
+inline constexpr uint64_t kEpochSpacing = uint64_t{1} << 40;
+// The Lease annotation with the epoch of the term that holds it.
+inline constexpr absl::string_view kLeaseEpochAnnotation = "informerd.io/epoch";
 
 // The Lease annotation with the holder's gRPC address.
 inline constexpr absl::string_view kLeaderAddressAnnotation = "informerd.io/leader-address";
@@ -88,6 +98,9 @@ struct ElectorOptions {
   absl::Duration retry_period = absl::Seconds(2);
   // nullptr: no metrics. Must outlive the elector.
   MetricsRegistry* metrics = nullptr;
+  // The highest epoch recorded outside the Lease (the stored queues'), read before a new term
+  // is taken; an error means no term is taken on that try. nullptr: none.
+  std::function<absl::StatusOr<uint64_t>()> epoch_floor;
 };
 
 // Checks ElectorOptions as client-go does (lease_duration > renew_deadline > retry_period * 1.2,
@@ -101,8 +114,7 @@ std::string DefaultIdentity();
 struct Term {
   // The Lease's leaseTransitions as written by this replica when it took the Lease.
   int64_t transitions = 0;
-  // Fencing tokens of this term are greater: (transitions + 1) << 40 (work.proto's
-  // Started.epoch), so the first term's epoch is not 0 and 2^40 tokens fit in each term.
+  // Fencing tokens of this term are greater (see kEpochSpacing); above every earlier term's.
   uint64_t epoch = 0;
   absl::Time since;
   // Leading until this (the renew deadline on the steady clock) unless renewed.
@@ -115,6 +127,7 @@ struct LeaseRecord {
   std::string holder_address;
   int64_t lease_duration_seconds = 0;
   int64_t transitions = 0;
+  uint64_t epoch = 0;  // the informerd.io/epoch annotation (0: none)
   std::string acquire_time;  // MicroTime strings as stored
   std::string renew_time;
   std::string resource_version;
@@ -124,8 +137,8 @@ struct LeaseRecord {
 std::string LeaseJson(absl::string_view lease_namespace, absl::string_view name,
                       const LeaseRecord& record);
 // Parses a Lease; INVALID_ARGUMENT naming the field (e.g. "spec.leaseTransitions"), also for
-// values out of range: leaseDurationSeconds beyond int32 (the API's type), leaseTransitions
-// beyond kMaxLeaseTransitions.
+// values out of range (leaseDurationSeconds and leaseTransitions beyond int32, the API's type)
+// and an informerd.io/epoch annotation that is not an unsigned decimal integer.
 absl::StatusOr<LeaseRecord> ParseLease(absl::string_view json);
 
 struct ElectorCallbacks {
@@ -175,6 +188,8 @@ class LeaderElector {
   // leaseTransitions for a new term over a Lease that shows `current`: above it and above this
   // replica's last term (a Lease deleted and made again starts its count anew).
   int64_t NextTransitions(int64_t current) const;
+  // The epoch of a new term over `current` (nullptr: no Lease); see kEpochSpacing.
+  absl::StatusOr<uint64_t> NextEpoch(const LeaseRecord* current) const;
   void Release();
   absl::StatusOr<LeaseRecord> Read();
   absl::StatusOr<LeaseRecord> Write(const LeaseRecord& record, bool create);
@@ -202,6 +217,9 @@ class LeaderElector {
   // leaseTransitions of the last term begun: a Lease still showing it after that term ended
   // (a late renew) is not a new term.
   int64_t last_term_transitions_ ABSL_GUARDED_BY(mu_) = -1;
+  // The epoch of the last term begun: a Lease showing it or less is not a new term, and the next
+  // term's epoch is above it.
+  uint64_t last_term_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   // After Resign: no acquiring before this.
   SteadyTime resigned_until_ ABSL_GUARDED_BY(mu_);
   // Held by this thread only, read by accessors under mu_.

@@ -4,6 +4,7 @@
 #include "server/ha/leader_elector.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -13,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "base/eventually.h"
 #include "base/mutex.h"
+#include "client/api_error.h"
 #include "client/client.h"
 #include "client/fake_apiserver.h"
 #include "gmock/gmock.h"
@@ -60,7 +62,8 @@ struct Candidate {
   Log log;
   std::unique_ptr<LeaderElector> elector;
 
-  Candidate(const std::string& lease, const std::string& id, Timings timings = {})
+  Candidate(const std::string& lease, const std::string& id, Timings timings = {},
+            std::function<absl::StatusOr<uint64_t>()> epoch_floor = nullptr)
       : identity(id), user_agent(absl::StrCat("elector-", lease, "-", id)) {
     client = client::Client::Create({.config = SharedApiServer()->config(),
                                      .user_agent = user_agent,
@@ -74,7 +77,8 @@ struct Candidate {
                        .address = absl::StrCat(id, ".example:7470"),
                        .lease_duration = timings.lease,
                        .renew_deadline = timings.renew,
-                       .retry_period = timings.retry},
+                       .retry_period = timings.retry,
+                       .epoch_floor = std::move(epoch_floor)},
         ElectorCallbacks{
             .started_leading =
                 [this](const Term& t) {
@@ -257,6 +261,82 @@ TEST(LeaderElectorTest, TheSameHolderTakingTheLeaseAgainBeginsANewTerm) {
   EXPECT_GT(a.log.started[1].epoch, a.log.started[0].epoch);
 }
 
+// Sends one request with `client` and returns its answer's status.
+absl::Status SendLease(client::Client* client, const std::string& method, const std::string& path,
+                       const std::string& body) {
+  client::HttpRequest request;
+  request.method = method;
+  request.path = path;
+  request.headers = {{"Content-Type", "application/json"}, {"Accept", "application/json"}};
+  request.body = body;
+  return client->Send(std::move(request)).status();
+}
+
+// Tokens never go backwards: a new term starts above the epoch the Lease records even when the
+// wall clock is behind it (a clock stepped back, or a replica set whose quick terms ran ahead of
+// the clock), and above the floor recorded outside the Lease after the Lease is deleted (which
+// used to start the count, and the epochs, again at 2^40). A floor that cannot be read takes no
+// term.
+TEST(LeaderElectorTest, ANewTermStartsAboveEveryRecordedEpoch) {
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/epochs";
+  const uint64_t ahead =
+      static_cast<uint64_t>(absl::GetCurrentTimeNanos()) + 100 * kEpochSpacing;  // ~30 h ahead
+  LeaseRecord left{.holder = "gone",
+                   .lease_duration_seconds = 1,
+                   .transitions = 3,
+                   .epoch = ahead,
+                   .acquire_time = "2026-01-01T00:00:00.000000Z",
+                   .renew_time = "2026-01-01T00:00:00.000000Z"};
+  std::unique_ptr<client::Client> admin =
+      client::Client::Create({.config = SharedApiServer()->config(), .qps = 0}).value();
+  ASSERT_TRUE(SendLease(admin.get(), "POST",
+                        "/apis/coordination.k8s.io/v1/namespaces/default/leases",
+                        LeaseJson("default", "epochs", left))
+                  .ok());
+
+  Candidate a("epochs", "a");
+  a.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
+  uint64_t a_epoch = 0;
+  {
+    MutexLock l(&a.log.mu);
+    a_epoch = a.log.started[0].epoch;
+  }
+  EXPECT_GE(a_epoch, ahead + kEpochSpacing);
+  a.elector->Stop();
+  ASSERT_TRUE(SendLease(admin.get(), "DELETE", path, "").ok());
+
+  // The floor (the stored queues' epochs) cannot be read: no term, no Lease written.
+  std::atomic<bool> readable{false};
+  std::atomic<int> reads{0};
+  Candidate b("epochs", "b", {}, [&]() -> absl::StatusOr<uint64_t> {
+    ++reads;
+    if (!readable.load()) return absl::UnavailableError("the API server is away");
+    return a_epoch;  // what a's term wrote on the objects it stored
+  });
+  b.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return reads.load() >= 3; }, absl::Seconds(20)));
+  EXPECT_EQ(b.log.starts(), 0u);
+  EXPECT_FALSE(b.elector->leading());
+  EXPECT_TRUE(client::IsNotFound(SendLease(admin.get(), "GET", path, "")));
+  readable.store(true);
+  ASSERT_TRUE(Eventually([&] { return b.log.starts() == 1; }, absl::Seconds(20)));
+  MutexLock l(&b.log.mu);
+  EXPECT_GE(b.log.started[0].epoch, a_epoch + kEpochSpacing);
+}
+
+// A standalone daemon's epoch is its start time (QueueRegistry); a replica set's terms start at
+// the wall clock or above, so a daemon moved from standalone to a replica set keeps its tokens
+// rising, and the first term over a fresh Lease is not 2^40 any more.
+TEST(LeaderElectorTest, ATermsEpochIsNotBelowTheWallClock) {
+  const uint64_t before = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  Candidate a("wallclock", "a");
+  a.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
+  MutexLock l(&a.log.mu);
+  EXPECT_GE(a.log.started[0].epoch, before);
+}
+
 TEST(LeaderElectorTest, TwoCandidatesAtOnceGetOneLeader) {
   std::vector<std::unique_ptr<Candidate>> cs;
   for (const char* id : {"x", "y", "z"}) cs.push_back(std::make_unique<Candidate>("race", id));
@@ -283,6 +363,7 @@ TEST(LeaseRecordTest, RoundTripsThroughItsJson) {
                 .holder_address = "10.0.0.1:7470",
                 .lease_duration_seconds = 15,
                 .transitions = 7,
+                .epoch = 1234567890123456789ull,
                 .acquire_time = "2026-12-01T10:00:00.000000Z",
                 .renew_time = "2026-12-01T10:00:02.000000Z",
                 .resource_version = "42"};
@@ -292,6 +373,7 @@ TEST(LeaseRecordTest, RoundTripsThroughItsJson) {
   EXPECT_EQ(back->holder_address, r.holder_address);
   EXPECT_EQ(back->lease_duration_seconds, 15);
   EXPECT_EQ(back->transitions, 7);
+  EXPECT_EQ(back->epoch, 1234567890123456789ull);
   EXPECT_EQ(back->renew_time, r.renew_time);
   EXPECT_EQ(back->resource_version, "42");
 }
@@ -311,7 +393,7 @@ TEST(LeaseRecordTest, BadLeasesNameTheField) {
           .status()
           .message(),
       HasSubstr("spec.leaseDurationSeconds"));
-  // Out of the API's int32, or more terms than fencing tokens can number.
+  // Out of the API's int32.
   EXPECT_THAT(
       ParseLease(
           R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseDurationSeconds":9000000000000}})")
@@ -319,15 +401,18 @@ TEST(LeaseRecordTest, BadLeasesNameTheField) {
           .message(),
       HasSubstr("spec.leaseDurationSeconds"));
   EXPECT_THAT(
-      ParseLease(absl::StrCat(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":)",
-                              kMaxLeaseTransitions + 1, "}}"))
+      ParseLease(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":2147483648}})")
           .status()
           .message(),
       HasSubstr("spec.leaseTransitions"));
   EXPECT_TRUE(
-      ParseLease(absl::StrCat(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":)",
-                              kMaxLeaseTransitions, "}}"))
+      ParseLease(R"({"metadata":{"resourceVersion":"1"},"spec":{"leaseTransitions":2147483647}})")
           .ok());
+  EXPECT_THAT(ParseLease(R"({"metadata":{"resourceVersion":"1",)"
+                         R"("annotations":{"informerd.io/epoch":"-3"}}})")
+                  .status()
+                  .message(),
+              HasSubstr("metadata.annotations[informerd.io/epoch]: not an unsigned decimal"));
   // An empty Lease (no spec) is free.
   absl::StatusOr<LeaseRecord> empty = ParseLease(R"({"metadata":{"resourceVersion":"1"}})");
   ASSERT_TRUE(empty.ok());

@@ -1,14 +1,18 @@
 #include "server/ha/queue_store.h"
 
 #include <algorithm>
+#include <optional>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "base/json_writer.h"
 #include "client/api_error.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/service/status.h"
 #include "simdjson.h"
 
 namespace informerd::ha {
@@ -35,10 +39,48 @@ std::string ParseProtoJson(absl::string_view json, google::protobuf::Message* m)
   return s.ok() ? "" : std::string(s.message());
 }
 
+// An annotation's value ("" when absent). JSON Pointer writes the key's "/" as "~1".
+std::string_view Annotation(simdjson::dom::element item, absl::string_view key) {
+  std::string_view value;
+  if (item.at_pointer(absl::StrCat("/metadata/annotations/",
+                                   absl::StrReplaceAll(key, {{"/", "~1"}})))
+          .get_string()
+          .get(value) != simdjson::SUCCESS) {
+    return "";
+  }
+  return value;
+}
+
+// One stored object; nullopt when it has no name.
+std::optional<StoredQueue> ParseStoredQueue(simdjson::dom::element item) {
+  std::string_view name_view;
+  if (item.at_pointer("/metadata/name").get_string().get(name_view) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  StoredQueue out;
+  out.name = std::string(name_view);
+  std::string_view rv;
+  if (item.at_pointer("/metadata/resourceVersion").get_string().get(rv) == simdjson::SUCCESS) {
+    out.resource_version = std::string(rv);
+  }
+  const std::string_view epoch = Annotation(item, kEpochAnnotation);
+  if (!absl::SimpleAtoi(absl::string_view(epoch.data(), epoch.size()), &out.epoch)) out.epoch = 0;
+  const std::string_view informers = Annotation(item, kInformersAnnotation);
+  out.informers =
+      ParseStoredInformers(out.name, absl::string_view(informers.data(), informers.size()));
+  simdjson::dom::element spec;
+  if (item["spec"].get(spec) != simdjson::SUCCESS) {
+    out.spec = absl::InvalidArgumentError(absl::StrCat("Queue ", out.name, ": spec: missing"));
+  } else {
+    out.spec = ParseStoredSpec(out.name, simdjson::minify(spec));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpec& spec,
-                            const std::vector<v1::InformerSpec>& informers,
+                            const std::vector<v1::InformerSpec>& informers, uint64_t epoch,
                             absl::string_view resource_version) {
   const std::string spec_json = ProtoJson(spec);
   std::string out = R"({"apiVersion":"informerd.io/v1alpha1","kind":"Queue","metadata":{"name":)";
@@ -54,6 +96,10 @@ std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpe
   out.push_back(':');
   AppendJsonString(&out, options.lease_name);
   out.push_back('}');
+  out.append(R"(,"annotations":{)");
+  AppendJsonString(&out, kEpochAnnotation);
+  out.push_back(':');
+  AppendJsonString(&out, absl::StrCat(epoch));
   if (!informers.empty()) {
     std::string array = "[";
     for (size_t i = 0; i < informers.size(); ++i) {
@@ -61,13 +107,12 @@ std::string QueueObjectJson(const QueueStoreOptions& options, const v1::QueueSpe
       array.append(ProtoJson(informers[i]));
     }
     array.push_back(']');
-    out.append(R"(,"annotations":{)");
+    out.push_back(',');
     AppendJsonString(&out, kInformersAnnotation);
     out.push_back(':');
     AppendJsonString(&out, array);
-    out.push_back('}');
   }
-  out.append(R"(},"spec":)");
+  out.append(R"(}},"spec":)");
   out.append(spec_json);
   out.push_back('}');
   return out;
@@ -159,41 +204,121 @@ std::vector<v1::InformerSpec> QueueStore::InformersOf(const v1::QueueSpec& spec)
   return out;
 }
 
+absl::StatusOr<std::optional<StoredQueue>> QueueStore::Read(const std::string& name) {
+  absl::StatusOr<client::Client::RawResponse> r =
+      Send("GET", absl::StrCat(Collection(), "/", name), "");
+  if (!r.ok()) {
+    if (client::IsNotFound(r.status()) && !absl::StrContains(r.status().message(), "Queue CRD")) {
+      return std::optional<StoredQueue>();
+    }
+    return r.status();
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(r->body).get(doc) != simdjson::SUCCESS) {
+    return absl::InternalError(absl::StrCat("Queue ", name, ": the API server's answer is not JSON"));
+  }
+  std::optional<StoredQueue> stored = ParseStoredQueue(doc);
+  if (!stored.has_value() || stored->resource_version.empty()) {
+    return absl::InternalError(
+        absl::StrCat("Queue ", name, ": the API server's answer has no name or resourceVersion"));
+  }
+  return stored;
+}
+
+absl::Status QueueStore::CheckTerm(const StoredQueue& stored, uint64_t epoch) const {
+  if (stored.epoch <= epoch) return absl::OkStatus();
+  return service::Error(
+      absl::StatusCode::kUnavailable, v1::NOT_LEADER,
+      absl::StrCat("Queue ", stored.name, " was written by a later leader's term (epoch ",
+                   stored.epoch, " > this replica's ", epoch,
+                   "): this replica no longer leads its replica set; retry at the leader"),
+      {{"queue", stored.name}});
+}
+
 absl::Status QueueStore::Save(const v1::QueueSpec& spec) {
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
   const std::string item = absl::StrCat(Collection(), "/", spec.name());
   const std::vector<v1::InformerSpec> informers = InformersOf(spec);
-  absl::StatusOr<client::Client::RawResponse> created =
-      Send("POST", Collection(), QueueObjectJson(options_, spec, informers, ""));
-  if (created.ok() || !client::IsAlreadyExists(created.status())) return created.status();
-  // Replace it: read its resourceVersion and write; a conflict means another write came between.
+  // Replace what is there if this term may: read its term and resourceVersion, write on that
+  // version; a conflict means another write came between, so read again. Create when absent.
   absl::Status last;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    absl::StatusOr<client::Client::RawResponse> current = Send("GET", item, "");
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    absl::StatusOr<std::optional<StoredQueue>> current = Read(spec.name());
     if (!current.ok()) return current.status();
-    simdjson::dom::parser parser;
-    std::string_view rv;
-    if (parser.parse(current->body).at_pointer("/metadata/resourceVersion").get_string().get(rv) !=
-        simdjson::SUCCESS) {
-      return absl::InternalError(
-          absl::StrCat("Queue ", spec.name(), ": the API server's answer has no resourceVersion"));
+    absl::StatusOr<client::Client::RawResponse> written;
+    if (!current->has_value()) {
+      written = Send("POST", Collection(), QueueObjectJson(options_, spec, informers, epoch, ""));
+      if (written.ok()) return absl::OkStatus();
+      last = written.status();
+      if (!client::IsAlreadyExists(last)) return last;
+      continue;
     }
-    absl::StatusOr<client::Client::RawResponse> updated =
-        Send("PUT", item, QueueObjectJson(options_, spec, informers, std::string(rv)));
-    if (updated.ok()) return absl::OkStatus();
-    last = updated.status();
-    if (!client::IsConflict(last)) return last;
+    if (absl::Status s = CheckTerm(**current, epoch); !s.ok()) return s;
+    written = Send("PUT", item,
+                   QueueObjectJson(options_, spec, informers, epoch, (*current)->resource_version));
+    if (written.ok()) return absl::OkStatus();
+    last = written.status();
+    if (!client::IsConflict(last) && !client::IsNotFound(last)) return last;
   }
   return last;
 }
 
 absl::Status QueueStore::Remove(const std::string& name) {
-  absl::StatusOr<client::Client::RawResponse> r =
-      Send("DELETE", absl::StrCat(Collection(), "/", name), "");
-  if (!r.ok() && client::IsNotFound(r.status()) &&
-      !absl::StrContains(r.status().message(), "Queue CRD")) {
-    return absl::OkStatus();
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    absl::StatusOr<std::optional<StoredQueue>> current = Read(name);
+    if (!current.ok()) return current.status();
+    if (!current->has_value()) return absl::OkStatus();  // nothing to remove
+    if (absl::Status s = CheckTerm(**current, epoch); !s.ok()) return s;
+    std::string options = R"({"kind":"DeleteOptions","apiVersion":"v1","preconditions":{)"
+                          R"("resourceVersion":)";
+    AppendJsonString(&options, (*current)->resource_version);
+    options.append("}}");
+    absl::StatusOr<client::Client::RawResponse> r =
+        Send("DELETE", absl::StrCat(Collection(), "/", name), std::move(options));
+    if (r.ok() || client::IsNotFound(r.status())) return absl::OkStatus();
+    last = r.status();
+    if (!client::IsConflict(last)) return last;
   }
-  return r.status();
+  return last;
+}
+
+absl::StatusOr<StoredQueue> QueueStore::Claim(StoredQueue stored) {
+  const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  absl::Status last;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (absl::Status s = CheckTerm(stored, epoch); !s.ok()) return s;
+    if (!stored.spec.ok()) return stored;  // not a spec: left as it is, reported by the caller
+    if (stored.epoch == epoch) return stored;
+    const std::vector<v1::InformerSpec> none;
+    absl::StatusOr<client::Client::RawResponse> written =
+        Send("PUT", absl::StrCat(Collection(), "/", stored.name),
+             QueueObjectJson(options_, *stored.spec, stored.informers.ok() ? *stored.informers : none,
+                             epoch, stored.resource_version));
+    if (written.ok()) {
+      stored.epoch = epoch;
+      return stored;
+    }
+    last = written.status();
+    if (!client::IsConflict(last)) return last;
+    absl::StatusOr<std::optional<StoredQueue>> current = Read(stored.name);
+    if (!current.ok()) return current.status();
+    if (!current->has_value()) {
+      return absl::NotFoundError(absl::StrCat("Queue ", stored.name, " was removed meanwhile"));
+    }
+    stored = **std::move(current);
+  }
+  return last;
+}
+
+absl::StatusOr<uint64_t> QueueStore::HighestEpoch() {
+  absl::StatusOr<std::vector<StoredQueue>> all = List();
+  if (!all.ok()) return all.status();
+  uint64_t highest = 0;
+  for (const StoredQueue& q : *all) highest = std::max(highest, q.epoch);
+  return highest;
 }
 
 absl::StatusOr<std::vector<StoredQueue>> QueueStore::List() {
@@ -212,26 +337,7 @@ absl::StatusOr<std::vector<StoredQueue>> QueueStore::List() {
   }
   std::vector<StoredQueue> out;
   for (simdjson::dom::element item : items) {
-    std::string_view name_view;
-    if (item.at_pointer("/metadata/name").get_string().get(name_view) != simdjson::SUCCESS) continue;
-    const std::string name(name_view);
-    std::string_view informers_json;
-    // JSON Pointer: the annotation's "/" is written "~1".
-    if (item.at_pointer(absl::StrCat("/metadata/annotations/",
-                                     absl::StrReplaceAll(kInformersAnnotation, {{"/", "~1"}})))
-            .get_string()
-            .get(informers_json) != simdjson::SUCCESS) {
-      informers_json = "";
-    }
-    absl::StatusOr<std::vector<v1::InformerSpec>> informers =
-        ParseStoredInformers(name, absl::string_view(informers_json.data(), informers_json.size()));
-    simdjson::dom::element spec;
-    if (item["spec"].get(spec) != simdjson::SUCCESS) {
-      out.push_back({name, absl::InvalidArgumentError(absl::StrCat("Queue ", name, ": spec: missing")),
-                     std::move(informers)});
-      continue;
-    }
-    out.push_back({name, ParseStoredSpec(name, simdjson::minify(spec)), std::move(informers)});
+    if (std::optional<StoredQueue> q = ParseStoredQueue(item)) out.push_back(*std::move(q));
   }
   return out;
 }

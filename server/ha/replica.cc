@@ -12,8 +12,18 @@ namespace informerd::ha {
 Replica::Replica(client::Client* client, ReplicaOptions options, service::QueueRegistry* queues,
                  service::LeaderGate* gate, QueueStore* store)
     : options_(std::move(options)), queues_(queues), gate_(gate), store_(store) {
+  ElectorOptions elector = options_.elector;
+  if (store_ != nullptr && elector.epoch_floor == nullptr) {
+    // The stored queues outlive the Lease: a new term starts above the epochs they name.
+    elector.epoch_floor = [store = store_]() -> absl::StatusOr<uint64_t> {
+      absl::StatusOr<uint64_t> highest = store->HighestEpoch();
+      // No Queue CRD: nothing is stored, so nothing is recorded there (the restore says so).
+      if (!highest.ok() && client::IsNotFound(highest.status())) return 0;
+      return highest;
+    };
+  }
   elector_ = std::make_unique<LeaderElector>(
-      client, options_.elector,
+      client, std::move(elector),
       ElectorCallbacks{
           .started_leading = [this](const Term& term) { OnStarted(term); },
           .renewed =
@@ -103,6 +113,7 @@ void Replica::Restore(uint64_t seq, const Term& term) {
     MutexLock l(&mu_);
     if (seq_ != seq || stopping_) return;
     queues_->BeginTerm(term.epoch);
+    if (store_ != nullptr) store_->BeginTerm(term.epoch);
   }
   for (const v1::QueueSpec& spec : options_.config_queues) {
     absl::StatusOr<std::shared_ptr<service::NamedQueue>> q =
@@ -123,17 +134,34 @@ void Replica::Restore(uint64_t seq, const Term& term) {
     for (int attempt = 0;; ++attempt) {
       if (!current()) return;
       absl::StatusOr<std::vector<StoredQueue>> stored = store_->List();
+      // This term claims every stored queue before it serves: a deposed leader's late write to
+      // one is refused from then on (QueueStore's terms).
+      if (stored.ok()) {
+        std::vector<StoredQueue> claimed;
+        for (StoredQueue& s : *stored) {
+          absl::StatusOr<StoredQueue> c = store_->Claim(std::move(s));
+          if (c.ok()) {
+            claimed.push_back(*std::move(c));
+          } else if (!client::IsNotFound(c.status())) {  // removed meanwhile: nothing to restore
+            stored = absl::Status(c.status().code(), absl::StrCat("claiming a stored queue: ",
+                                                                  c.status().message()));
+            break;
+          }
+        }
+        if (stored.ok()) *stored = std::move(claimed);
+      }
       if (!stored.ok()) {
         const std::string error = client::DescribeStatus(stored.status());
-        spdlog::warn("leader: listing the stored queues failed (attempt {}); Queues and Work wait "
-                     "until they are restored: {}",
+        spdlog::warn("leader: listing and claiming the stored queues failed (attempt {}); Queues and Work "
+                     "wait until they are restored: {}",
                      attempt + 1, error);
         if (absl::Now() >= give_up) {
           {
             MutexLock l(&mu_);
             not_ready_ = absl::StrCat("leader: resigned after ", absl::FormatDuration(timeout),
                                       " without restoring its queues (the stored queues cannot "
-                                      "be listed: ", error, "); another replica may take the Lease");
+                                      "be listed and claimed: ", error,
+                                      "); another replica may take the Lease");
             not_ready_until_ = absl::Now() + timeout;  // while it leaves the Lease to others
           }
           LogWithFields(spdlog::level::err, {{"error", error}},
@@ -144,7 +172,8 @@ void Replica::Restore(uint64_t seq, const Term& term) {
         {
           MutexLock l(&mu_);
           if (seq_ == seq) {
-            not_ready_ = absl::StrCat("leader: the stored queues cannot be listed (attempt ",
+            not_ready_ = absl::StrCat("leader: the stored queues cannot be listed and claimed "
+                                      "(attempt ",
                                       attempt + 1, "): ", error);
           }
         }

@@ -338,6 +338,8 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Create(const v1::Queu
                                                                   Persist persist) {
   auto built = Build(in);
   if (!built.ok()) return built.status();
+  // Held across the change and its write to the store (see spec_writes_).
+  KeyedMutex::Lock write(&spec_writes_, built->spec.name());
   std::shared_ptr<NamedQueue> created;
   {
     MutexLock lock(&mu_);
@@ -375,6 +377,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Update(const v1::Queu
                                                                   bool allow_missing) {
   auto built = Build(in);
   if (!built.ok()) return built.status();
+  KeyedMutex::Lock write(&spec_writes_, built->spec.name());
   std::shared_ptr<NamedQueue> named;
   {
     MutexLock lock(&mu_);
@@ -417,6 +420,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::Get(absl::string_view
 }
 
 absl::Status QueueRegistry::Delete(absl::string_view name) {
+  KeyedMutex::Lock write(&spec_writes_, name);
   {
     MutexLock lock(&mu_);
     if (!ServingLocked()) return NotServing();
@@ -442,6 +446,7 @@ absl::Status QueueRegistry::Delete(absl::string_view name) {
 }
 
 bool QueueRegistry::FreeIfUnused(absl::string_view name, absl::Time cutoff) {
+  KeyedMutex::Lock write(&spec_writes_, name);
   std::shared_ptr<NamedQueue> q;
   {
     MutexLock lock(&mu_);

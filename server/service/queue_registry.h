@@ -32,7 +32,8 @@
 // the term's queues (Create with Persist::kNo) before it opens the gate. EndTerm closes every
 // queue and ends its Work streams with the given status. With a QueueSpecStore, the specs of
 // queues created, updated and deleted over the API (Persist::kYes) are written through to it
-// before the call answers, and a queue freed for want of use is removed from it.
+// before the call answers, and a queue freed for want of use is removed from it; one queue's
+// changes and their writes happen one at a time, in the order the registry made them.
 //
 // Errors name the offending field: INVALID_ARGUMENT ("spec.name: ..."), NOT_FOUND for unknown
 // queues and informers, FAILED_PRECONDITION for a re-create with a different spec.
@@ -54,6 +55,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "base/clock.h"
+#include "base/keyed_mutex.h"
 #include "base/metrics.h"
 #include "base/mutex.h"
 #include "informerd/v1/queues.pb.h"
@@ -268,6 +270,10 @@ class QueueRegistry {
   std::unique_ptr<workqueue::PrometheusMetricsProvider> metrics_provider_;
   // Declared before the queues: destroyed after every binding.
   SourcePump pump_;
+  // One queue's Create, Update, Delete and freeing, each with its write to the store, one at a
+  // time: the store ends with the spec the registry has, and a delete is never undone by a
+  // write that was under way. Taken before mu_.
+  KeyedMutex spec_writes_;
   mutable Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<NamedQueue>> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t epoch_ ABSL_GUARDED_BY(mu_);

@@ -69,8 +69,9 @@ pub struct Replica {
     pub lease_transitions: i64,
     /// While leading: when this term began.
     pub leading_since: Option<SystemTime>,
-    /// While leading: the epoch of this term's tokens, `(lease_transitions + 1) << 40`; every
-    /// token the leader hands out is greater.
+    /// While leading: the epoch of this term's tokens (at least the wall clock in Unix ns when
+    /// the term began, and above every earlier term's); every token the leader hands out is
+    /// greater.
     pub token_epoch: u64,
 }
 

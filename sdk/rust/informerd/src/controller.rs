@@ -205,8 +205,8 @@ impl<T> Context<T> {
     }
 
     /// The epoch of the Work stream the lease came on (`Started.epoch`): a replica set's
-    /// leader's term, `(leaseTransitions + 1) << 40`, or a single daemon's start time. Every
-    /// token of the stream is greater.
+    /// leader's term epoch or a single daemon's start time, both at least the wall clock in
+    /// Unix ns. Every token of the stream is greater.
     pub fn epoch(&self) -> u64 {
         self.lease.stream.epoch
     }

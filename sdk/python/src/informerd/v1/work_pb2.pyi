@@ -378,9 +378,11 @@ class Started(_message.Message):
     epoch: _builtins.int
     """The epoch of the queue's tokens: every token the daemon hands out is greater. A single
     daemon uses its start time (Unix ns), so tokens of one queue keep increasing across
-    restarts. A replica set's leader uses its term, (the Lease's leaseTransitions + 1) << 40, so
-    tokens keep increasing across leaders, and a lease of an earlier leader is never taken for
-    one of the current leader's.
+    restarts. A replica set's leader uses its term's epoch: at least the wall clock (Unix ns)
+    and at least 2^40 above every epoch recorded in the cluster (the Lease's and the stored
+    queues' informerd.io/epoch annotations), so tokens keep increasing across leaders, and a
+    lease of an earlier leader is never taken for one of the current leader's
+    (docs/high-availability.md).
     """
     lease_timeout_ms: _builtins.int
     """The queue's lease_timeout_ms (0: leases do not expire)."""

@@ -376,7 +376,7 @@ absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
   }
   if (const YAML::Node& n = root["callerLimits"]) {
     if (absl::Status s = CheckKeys(n, origin, "callerLimits",
-                                   {"informers", "queues", "streams", "inFlight"});
+                                   {"informers", "queues", "streams", "inFlight", "watchersPerInformer"});
         !s.ok()) {
       return s;
     }
@@ -384,7 +384,8 @@ absl::Status ParseAuth(const YAML::Node& root, absl::string_view origin,
              {"informers", &auth->limits.informers},
              {"queues", &auth->limits.queues},
              {"streams", &auth->limits.streams},
-             {"inFlight", &auth->limits.in_flight}}) {
+             {"inFlight", &auth->limits.in_flight},
+             {"watchersPerInformer", &auth->limits.watchers_per_informer}}) {
       if (!n[key]) continue;
       absl::StatusOr<int64_t> v = Int(n[key], origin, Join("callerLimits", key), 1, 1000000);
       if (!v.ok()) return v.status();

@@ -36,7 +36,8 @@
 //     denyTTL: 10s
 //     cacheSize: 10000
 //     reviewTimeout: 5s
-//   callerLimits: {informers: 50, queues: 50, streams: 200, inFlight: 100}   # per identity
+//   callerLimits: {informers: 50, queues: 50, streams: 200, inFlight: 100,   # per identity
+//                  watchersPerInformer: 64}
 //   leaderElection:                           # replica sets (docs/high-availability.md)
 //     enabled: true
 //     lease: {namespace: informerd, name: informerd}   # a Lease of the default cluster

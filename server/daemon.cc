@@ -229,8 +229,11 @@ absl::Status Daemon::Init() {
 
   informer_service_ = std::make_unique<service::InformerService>(
       informers_.get(),
-      service::InformerServiceOptions{.max_subscribers = static_cast<size_t>(config_.max_subscribers),
-                                      .guard = guard_.get()});
+      service::InformerServiceOptions{
+          .max_subscribers = static_cast<size_t>(config_.max_subscribers),
+          .max_subscribers_per_principal_per_informer =
+              static_cast<size_t>(config_.auth.limits.watchers_per_informer),
+          .guard = guard_.get()});
   queue_service_ = std::make_unique<service::QueueService>(queues_.get(), absl::Seconds(30),
                                                            guard_.get(), informers_.get());
   work_service_ =

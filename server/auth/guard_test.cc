@@ -368,6 +368,38 @@ TEST(AuthTest, UnixSocketPeersAndClientCertificatesAreIdentities) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+// Watch streams a test holds open, each with its caller's token.
+struct Watches {
+  struct Watch {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
+    bool finished = false;
+    grpc::Status Finish() {
+      finished = true;
+      return reader->Finish();
+    }
+  };
+  explicit Watches(std::shared_ptr<grpc::Channel> ch) : stub(v1::Informers::NewStub(ch)) {}
+  ~Watches() {
+    for (auto& w : open) {
+      if (w->finished) continue;
+      w->ctx.TryCancel();
+      w->Finish();
+    }
+  }
+  Watch* Open(const std::string& token, const std::string& informer_id) {
+    open.push_back(std::make_unique<Watch>());
+    Watch* w = open.back().get();
+    w->ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::WatchRequest req;
+    req.set_informer_id(informer_id);
+    w->reader = stub->Watch(&w->ctx, req);
+    return w;
+  }
+  std::unique_ptr<v1::Informers::Stub> stub;
+  std::vector<std::unique_ptr<Watch>> open;
+};
+
 TEST(AuthTest, OneCallerCannotHoldMoreThanItsLimits) {
   SecureDaemon d = Start("limits", "callerLimits: {informers: 1, streams: 2}\n");
   auto ch = Tls(d);
@@ -383,30 +415,12 @@ TEST(AuthTest, OneCallerCannotHoldMoreThanItsLimits) {
   EXPECT_TRUE(Ensure(ch.get(), "t-bounded", "configmaps", "authz-a", "limit=one").ok());
   EXPECT_TRUE(Ensure(ch.get(), "t-alice", "configmaps", "authz-a", "limit=two").ok());
 
-  auto stub = v1::Informers::NewStub(ch);
-  struct Watch {
-    grpc::ClientContext ctx;
-    std::unique_ptr<grpc::ClientReader<v1::WatchResponse>> reader;
-    bool finished = false;
-    grpc::Status Finish() {
-      finished = true;
-      return reader->Finish();
-    }
-  };
-  std::vector<std::unique_ptr<Watch>> watches;
-  auto open = [&]() -> Watch* {
-    watches.push_back(std::make_unique<Watch>());
-    Watch* w = watches.back().get();
-    w->ctx.AddMetadata("authorization", "Bearer t-bounded");
-    v1::WatchRequest req;
-    req.set_informer_id(first->id());
-    w->reader = stub->Watch(&w->ctx, req);
-    return w;
-  };
+  Watches watches(ch);
+  auto open = [&] { return watches.Open("t-bounded", first->id()); };
   v1::WatchResponse resp;
   ASSERT_TRUE(open()->reader->Read(&resp));
   ASSERT_TRUE(open()->reader->Read(&resp));
-  Watch* third = open();
+  Watches::Watch* third = open();
   EXPECT_FALSE(third->reader->Read(&resp));
   grpc::Status s = third->Finish();
   EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
@@ -414,19 +428,37 @@ TEST(AuthTest, OneCallerCannotHoldMoreThanItsLimits) {
   // Alice's streams are hers.
   EXPECT_TRUE(Get(ch.get(), "t-alice", first->id(), "authz-a/x").ok());
   // Closing one gives the slot back.
-  watches[0]->ctx.TryCancel();
-  watches[0]->Finish();
+  watches.open[0]->ctx.TryCancel();
+  watches.open[0]->Finish();
   EXPECT_TRUE(Eventually([&] {
-    Watch* again = open();
+    Watches::Watch* again = open();
     if (again->reader->Read(&resp)) return true;
     again->Finish();
     return false;
   }));
-  for (auto& w : watches) {
-    if (w->finished) continue;
-    w->ctx.TryCancel();
-    w->Finish();
-  }
+}
+
+// A shared informer's Watch slots are not one tenant's: past its share, one principal's next
+// watcher is refused (naming the limit) while another principal still gets one.
+TEST(AuthTest, OnePrincipalHoldsAtMostItsShareOfAnInformersWatchers) {
+  SecureDaemon d = Start("watchers", "callerLimits: {watchersPerInformer: 2}\n");
+  auto ch = Tls(d);
+  absl::StatusOr<v1::InformerInfo> shared =
+      Ensure(ch.get(), "t-alice", "configmaps", "authz-a", "share=watchers");
+  ASSERT_TRUE(shared.ok()) << shared.status();
+  Watches watches(ch);
+  auto open = [&](const std::string& token) { return watches.Open(token, shared->id()); };
+  v1::WatchResponse resp;
+  ASSERT_TRUE(open("t-alice")->reader->Read(&resp));
+  ASSERT_TRUE(open("t-alice")->reader->Read(&resp));
+  Watches::Watch* third = open("t-alice");
+  EXPECT_FALSE(third->reader->Read(&resp));
+  grpc::Status s = third->Finish();
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(Reason(s), "SUBSCRIBER_LIMIT");
+  EXPECT_THAT(s.error_message(), HasSubstr("callerLimits.watchersPerInformer"));
+  // Another principal is not refused by alice's watchers.
+  ASSERT_TRUE(open("t-bounded")->reader->Read(&resp));
 }
 
 TEST(AuthTest, OpenStreamsEndWhenTheirCallerLosesAccess) {

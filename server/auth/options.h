@@ -21,6 +21,8 @@ struct CallerLimits {
   int queues = 50;
   int streams = 200;
   int in_flight = 100;
+  // Watch streams of one informer (a shared informer has 256 in all).
+  int watchers_per_informer = 64;
 };
 
 struct UnixPeerMapping {

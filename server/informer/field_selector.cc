@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/informer/selector_limits.h"
 
 namespace informerd::informer {
 namespace {
@@ -39,11 +40,19 @@ std::string Escape(absl::string_view v) {
 absl::StatusOr<FieldSelector> FieldSelector::Parse(absl::string_view selector) {
   FieldSelector result;
   if (selector.empty()) return result;
+  if (selector.size() > kMaxSelectorBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("field selector ", QuotedSelector(selector),
+                                                   ": at most ", kMaxSelectorBytes, " bytes"));
+  }
+  size_t terms = 0;
   for (absl::string_view term : SplitTerms(selector)) {
     auto error = [&](absl::string_view what) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("field selector \"", selector, "\": term \"", term, "\": ", what));
+      return absl::InvalidArgumentError(absl::StrCat("field selector ", QuotedSelector(selector),
+                                                     ": term ", QuotedSelector(term), ": ", what));
     };
+    if (++terms > kMaxSelectorTerms) {
+      return error(absl::StrCat("at most ", kMaxSelectorTerms, " terms"));
+    }
     // The first unescaped operator: "!=", "==" or "=" (apimachinery's splitTerm).
     size_t op_pos = absl::string_view::npos;
     size_t op_len = 0;

@@ -1,5 +1,6 @@
 #include "server/informer/field_selector.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/informer/test_objects.h"
@@ -52,6 +53,18 @@ TEST(FieldSelectorTest, ParseErrorsNameTheTerm) {
               HasSubstr("invalid escape sequence"));
   EXPECT_THAT(FieldSelector::Parse("a..b=c").status().message(), HasSubstr("empty segment"));
   EXPECT_EQ(FieldSelector::Parse("x").status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(FieldSelectorTest, HugeSelectorsAreRefusedWithAShortError) {
+  std::string many;
+  for (int i = 0; i < 1001; ++i) absl::StrAppend(&many, i == 0 ? "" : ",", "metadata.name=n", i);
+  absl::Status s = FieldSelector::Parse(many).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("at most 1000 terms"));
+  EXPECT_LT(s.message().size(), 300u);
+  s = FieldSelector::Parse(absl::StrCat("metadata.name=", std::string(70000, 'a'))).status();
+  EXPECT_THAT(s.message(), HasSubstr("at most 65536 bytes"));
+  EXPECT_LT(s.message().size(), 200u);
 }
 
 TEST(FieldSelectorTest, RequiredNamespaceIsFoundOnlyForEquality) {

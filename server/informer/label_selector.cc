@@ -7,6 +7,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "server/informer/selector_limits.h"
 
 namespace informerd::informer {
 namespace {
@@ -155,12 +156,19 @@ std::string InvalidLabelValueReason(absl::string_view value) {
 
 absl::StatusOr<LabelSelector> LabelSelector::Parse(absl::string_view selector) {
   auto error = [&](absl::string_view what) {
-    return absl::InvalidArgumentError(absl::StrCat("label selector \"", selector, "\": ", what));
+    return absl::InvalidArgumentError(
+        absl::StrCat("label selector ", QuotedSelector(selector), ": ", what));
   };
+  if (selector.size() > kMaxSelectorBytes) {
+    return error(absl::StrCat("at most ", kMaxSelectorBytes, " bytes"));
+  }
   LabelSelector result;
   Lexer lexer(selector);
   if (lexer.Peek().token == Token::kEnd) return result;
   for (;;) {
+    if (result.requirements_.size() >= kMaxSelectorTerms) {
+      return error(absl::StrCat("at most ", kMaxSelectorTerms, " requirements"));
+    }
     Requirement req;
     Lexeme first = lexer.Next();
     bool negated = false;

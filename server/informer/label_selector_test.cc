@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/informer/test_objects.h"
@@ -95,6 +96,23 @@ TEST(LabelSelectorTest, ToStringIsCanonical) {
   EXPECT_EQ(LabelSelector::Parse("x==y").value().ToString(), "x=y");
   EXPECT_TRUE(LabelSelector::Parse("").value().Empty());
   EXPECT_TRUE(LabelSelector().Matches(*WithLabels({})));
+}
+
+// A client's selector bounds what parsing it costs: its bytes and its requirements, and the
+// error quotes only its start.
+TEST(LabelSelectorTest, HugeSelectorsAreRefusedWithAShortError) {
+  std::string many;
+  for (int i = 0; i < 1001; ++i) absl::StrAppend(&many, i == 0 ? "" : ",", "k", i, "=v");
+  absl::Status s = LabelSelector::Parse(many).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("at most 1000 requirements"));
+  EXPECT_LT(s.message().size(), 200u);
+  EXPECT_TRUE(LabelSelector::Parse(many.substr(0, many.rfind(','))).ok());  // 1000 are fine
+  const std::string long_set = absl::StrCat("k in (", std::string(70000, 'a'), ")");
+  s = LabelSelector::Parse(long_set).status();
+  EXPECT_THAT(s.message(), HasSubstr("at most 65536 bytes"));
+  EXPECT_THAT(s.message(), HasSubstr("(70007 bytes)"));
+  EXPECT_LT(s.message().size(), 200u);
 }
 
 }  // namespace

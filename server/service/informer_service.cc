@@ -539,7 +539,7 @@ size_t InformerService::api_call_lanes() const { return lanes_->lanes(); }
 size_t InformerService::subscribers(absl::string_view id) const {
   MutexLock lock(&mu_);
   auto it = subscribers_.find(id);
-  return it == subscribers_.end() ? 0 : it->second.size();
+  return it == subscribers_.end() ? 0 : it->second.reactors.size();
 }
 
 void InformerService::FillInfo(const InformerRegistry::Entry& entry, v1::InformerInfo* info) const {
@@ -574,15 +574,25 @@ void InformerService::RevokeWatch(const std::string& id, WatchReactor* reactor,
                                   const absl::Status& status) {
   MutexLock lock(&mu_);
   auto it = subscribers_.find(id);
-  if (it != subscribers_.end() && it->second.contains(reactor)) reactor->Revoke(ToGrpc(status));
+  if (it != subscribers_.end() && it->second.reactors.contains(reactor)) {
+    reactor->Revoke(ToGrpc(status));
+  }
 }
 
 void InformerService::RemoveSubscriber(const std::string& id, WatchReactor* reactor) {
   MutexLock lock(&mu_);
   auto it = subscribers_.find(id);
-  if (it == subscribers_.end() || it->second.erase(reactor) == 0) return;
+  if (it == subscribers_.end()) return;
+  Subscribers& subs = it->second;
+  auto r = subs.reactors.find(reactor);
+  if (r == subs.reactors.end()) return;
+  if (const auth::Principal* p = r->second; p != nullptr) {
+    auto count = subs.per_principal.find(p);
+    if (--count->second == 0) subs.per_principal.erase(count);
+  }
+  subs.reactors.erase(r);
   --total_subscribers_;
-  if (it->second.empty()) subscribers_.erase(it);
+  if (subs.reactors.empty()) subscribers_.erase(it);
 }
 
 grpc::ServerUnaryReactor* InformerService::EnsureInformer(grpc::CallbackServerContext* context,
@@ -673,7 +683,7 @@ grpc::ServerUnaryReactor* InformerService::DeleteInformer(grpc::CallbackServerCo
                       MutexLock lock(&mu_);
                       if (auto it = subscribers_.find(request->informer_id());
                           it != subscribers_.end()) {
-                        for (WatchReactor* w : it->second) w->Kick();
+                        for (const auto& [w, principal] : it->second.reactors) w->Kick();
                       }
                     }
                     Answer(reactor, grpc::Status::OK);
@@ -844,11 +854,27 @@ void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& 
   }
   uint64_t n = 0;
   absl::Status exhausted;  // why the stream is refused, if it is
+  // Without authentication (or checks) every call is one tenant's: no share per principal.
+  const auth::Principal* principal =
+      options_.guard != nullptr && !options_.guard->insecure() && ticket.caller() != nullptr
+          ? ticket.caller()->principal.get()
+          : nullptr;
   {
     MutexLock lock(&mu_);
-    auto& set = subscribers_[id];
-    const bool per_informer = set.size() >= options_.max_subscribers_per_informer;
-    if (per_informer || total_subscribers_ >= options_.max_subscribers) {
+    Subscribers& subs = subscribers_[id];
+    const bool per_informer = subs.reactors.size() >= options_.max_subscribers_per_informer;
+    size_t* held = principal != nullptr ? &subs.per_principal[principal] : nullptr;
+    if (held != nullptr && *held >= options_.max_subscribers_per_principal_per_informer) {
+      const size_t limit = options_.max_subscribers_per_principal_per_informer;
+      exhausted = Error(absl::StatusCode::kResourceExhausted, v1::SUBSCRIBER_LIMIT,
+                        absl::StrCat(ticket.caller()->Describe(), " has its maximum of ", limit,
+                                     " watchers of informer ", id,
+                                     " (callerLimits.watchersPerInformer; the informer's other "
+                                     "watchers are for other callers)"),
+                        {{"informer_id", id},
+                         {"limit", absl::StrCat(limit)},
+                         {"scope", "caller"}});
+    } else if (per_informer || total_subscribers_ >= options_.max_subscribers) {
       const size_t limit =
           per_informer ? options_.max_subscribers_per_informer : options_.max_subscribers;
       exhausted = Error(
@@ -860,11 +886,13 @@ void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& 
            {"scope", per_informer ? "informer" : "server"}});
     }
     if (exhausted.ok()) {
-      set.insert(reactor);
+      subs.reactors.emplace(reactor, principal);
+      if (held != nullptr) ++*held;
       ++total_subscribers_;
       n = ++watches_started_;
-    } else if (set.empty()) {
-      subscribers_.erase(id);
+    } else {
+      if (held != nullptr && *held == 0) subs.per_principal.erase(principal);
+      if (subs.reactors.empty()) subscribers_.erase(id);
     }
   }
   if (!exhausted.ok()) {

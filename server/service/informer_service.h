@@ -17,8 +17,8 @@
 // that does not read holds one message in flight and a bounded listener buffer (past which it is
 // re-snapshotted) — never unbounded memory. The listener wakes an idle Watch through on_ready.
 //
-// Limits (InformerServiceOptions): subscribers per informer and in total (RESOURCE_EXHAUSTED
-// beyond), events or objects per message, listener buffer size. Every List and Watch message is
+// Limits (InformerServiceOptions): subscribers per informer, per principal of one informer and in
+// total (RESOURCE_EXHAUSTED beyond), events or objects per message, listener buffer size. Every List and Watch message is
 // also capped by bytes (the request's max_batch_bytes, default kDefaultMaxBatchBytes from
 // limits.h), so a client with gRPC's default receive limit reads any batch; an object larger
 // than the cap goes alone. DeleteInformer ends that informer's open Watch streams with
@@ -53,6 +53,10 @@ struct InformerServiceOptions {
   // Open Watch streams per informer and in all.
   size_t max_subscribers_per_informer = 256;
   size_t max_subscribers = 4096;
+  // Of one informer's, held by one principal at most (authenticated callers; without
+  // authentication every call is one tenant's): no tenant takes a shared informer's slots from
+  // the others.
+  size_t max_subscribers_per_principal_per_informer = 64;
   // Events per WatchResponse and objects per ListResponse at most (requests may ask for fewer).
   uint32_t max_batch = 1024;
   // The largest WatchRequest.buffer_size accepted.
@@ -129,9 +133,13 @@ class InformerService final
   // destructor: the order of the two as ThreadSanitizer can see it.
   mutable Mutex finished_mu_;
   mutable Mutex mu_;
-  // Open Watch streams by informer id; total_subscribers_ is the sum of the sets' sizes.
-  absl::flat_hash_map<std::string, absl::flat_hash_set<WatchReactor*>> subscribers_
-      ABSL_GUARDED_BY(mu_);
+  // One informer's open Watch streams, with the principal each counts against (nullptr: none).
+  struct Subscribers {
+    absl::flat_hash_map<WatchReactor*, const auth::Principal*> reactors;
+    absl::flat_hash_map<const auth::Principal*, size_t> per_principal;
+  };
+  // By informer id; total_subscribers_ is the sum of their sizes.
+  absl::flat_hash_map<std::string, Subscribers> subscribers_ ABSL_GUARDED_BY(mu_);
   size_t total_subscribers_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t watches_started_ ABSL_GUARDED_BY(mu_) = 0;
   // EnsureInformer runs here, off gRPC's threads. Declared last, destroyed first: calls still

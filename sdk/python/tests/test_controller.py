@@ -609,6 +609,65 @@ async def test_a_lost_stream_cancels_in_flight_reconciles_and_redelivers(
     await stop_controller(ctl, task)
 
 
+async def test_a_cancelled_sync_reconcile_keeps_its_key_from_new_work_until_it_returns(
+    informerd_daemon: Daemon,
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    """A sync reconcile's thread outlives its broken stream: it sees ``ctx.cancelled``, and the
+    controller takes no new work (no new stream) until the thread returns, so this process never
+    runs two reconciles of the key at once. Concurrency 2: a free thread would take the key again
+    at once if the controller reconnected (it did, before)."""
+    keys = seed_keys(fake_apiserver, "ctl-syncloss", 1)
+    gate = threading.Event()
+    lock = threading.Lock()
+    spans: list[tuple[str, float]] = []  # ("start" | "end", monotonic), in order
+    saw_cancelled: list[bool] = []
+
+    def reconcile(obj: KubeObject | None, ctx: Context) -> None:
+        with lock:
+            first = not spans
+            spans.append(("start", time.monotonic()))
+        try:
+            if first:
+                gate.wait(120)
+                saw_cancelled.append(ctx.cancelled)
+        finally:
+            with lock:
+                spans.append(("end", time.monotonic()))
+
+    def abandoned() -> float:
+        return (
+            registry.get_sample_value(
+                "informerd_sdk_abandoned_reconciles", {"controller": "ctl-syncloss"}
+            )
+            or 0.0
+        )
+
+    ctl = Controller("ctl-syncloss", informerd_client, concurrency=2, registry=registry)
+    ctl.for_("v1", "ConfigMap", namespace="ctl-syncloss")
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: len(spans) == 1, "the first reconcile in its thread")
+    await asyncio.to_thread(informerd_daemon.restart, signal.SIGKILL)
+    # Either the controller waits for the thread (it says so), or it took the key again.
+    await eventually(
+        lambda: abandoned() == 1 or sum(k == "start" for k, _ in spans) > 1,
+        "the controller waiting for the cancelled thread",
+        60,
+    )
+    gate.set()
+    await eventually(lambda: len(spans) >= 4, "the key reconciled again", 90)
+    with lock:
+        kinds = [k for k, _ in spans]
+    # The first reconcile ended before the second began: never two at once.
+    assert kinds[:4] == ["start", "end", "start", "end"], spans
+    assert saw_cancelled == [True]
+    assert abandoned() == 0
+    assert len(keys) == 1
+    await stop_controller(ctl, task)
+
+
 async def test_a_drain_timeout_cancels_hung_reconciles(
     informerd_client: informerd.Client,
     fake_apiserver: FakeApiServer,

@@ -31,11 +31,21 @@ On ``stop()`` (or SIGTERM/SIGINT with ``shutdown_on_signal``) the controller sen
 in-flight reconciles finish, sends their outcomes and returns: no key is lost. When the stream
 breaks for any reason (a daemon restart, the network, keepalive noticing a frozen daemon, the
 replica stepping down as leader: NOT_LEADER), every in-flight reconcile is cancelled at once
-(``Task.cancel``; a sync reconcile's thread cannot be interrupted, its outcome is dropped) and
-the outcomes of the old stream are never sent — the daemon already gave those keys back to the
-queue, or a new leader hands them out anew. The controller then reconnects with jittered
-backoff, following the replica set's leader, re-ensures its informers and queue
-(``Client.reensure``) and goes on.
+(``Task.cancel``) and the outcomes of the old stream are never sent — the daemon already gave
+those keys back to the queue, or a new leader hands them out anew. The controller then
+reconnects with jittered backoff, following the replica set's leader, re-ensures its informers
+and queue (``Client.reensure``) and goes on.
+
+A *sync* reconcile runs in a thread, which Python cannot interrupt: when its stream ends,
+:attr:`Context.cancelled` turns true (and :meth:`Context.wait_cancelled` returns) so that it can
+stop early. Until every such thread has returned, the controller takes **no new work**: it opens
+no new stream, so this process never runs two reconciles of one key at once. The wait is bounded
+by ``run``'s ``drain_timeout_s`` when given; ``informerd_sdk_abandoned_reconciles`` counts the
+threads it waits for, and the log names their keys every 10 s. What this cannot hold: the daemon
+gave the key back when the stream ended, so *another process's* worker may reconcile it while
+the thread still runs. A sync reconcile that must keep exclusion across processes checks
+``ctx.cancelled`` before each write (or uses the lease's token as a fencing token); an async one
+is cancelled at its next ``await``.
 
 ``on_reconcile`` observes every reconcile as :class:`ReconcileEvent` s: ``start`` before the
 reconcile runs, then ``end`` (it returned or raised; before its outcome is sent) or ``cancel``
@@ -55,6 +65,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 import types
 from collections import deque
@@ -146,7 +157,16 @@ class Context:
     Built once per lease, so it is cheap: the fields read the lease, and :attr:`logger` is made
     on first use."""
 
-    __slots__ = ("_lease", "_logger", "client", "controller", "epoch", "queue", "stream_id")
+    __slots__ = (
+        "_cancelled",
+        "_lease",
+        "_logger",
+        "client",
+        "controller",
+        "epoch",
+        "queue",
+        "stream_id",
+    )
 
     def __init__(
         self,
@@ -157,16 +177,18 @@ class Context:
         queue: str,
         epoch: int = 0,
         stream_id: str = "",
+        cancelled: threading.Event | None = None,
     ):
         self._lease = lease
         self._logger: ContextLogger | None = None
+        self._cancelled = cancelled
         self.client = client
         #: The controller's name.
         self.controller = controller
         self.queue = queue
         #: The epoch of the Work stream the lease came on (``Started.epoch``): a replica set's
-        #: leader's term (leaseTransitions << 40), a single daemon's start time. Every token of
-        #: the stream is greater.
+        #: leader's term epoch, a single daemon's start time (both at least the wall clock in
+        #: Unix ns). Every token of the stream is greater.
         self.epoch = epoch
         #: The daemon's id of that stream (``Started.stream_id``).
         self.stream_id = stream_id
@@ -203,6 +225,22 @@ class Context:
     @property
     def name(self) -> str:
         return split_key(self.object_key)[1]
+
+    @property
+    def cancelled(self) -> bool:
+        """True once the Work stream this lease came on has ended: the key may be handed to
+        another worker, so a sync reconcile should stop (an async one is cancelled for it).
+        Safe to read from any thread."""
+        return self._cancelled is not None and self._cancelled.is_set()
+
+    def wait_cancelled(self, timeout_s: float | None = None) -> bool:
+        """For sync reconciles: sleeps up to ``timeout_s`` (None: until cancelled), returning
+        early with True when the reconcile is cancelled (see :attr:`cancelled`)."""
+        if self._cancelled is None:
+            if timeout_s is not None:
+                time.sleep(timeout_s)
+            return False
+        return self._cancelled.wait(timeout_s)
 
     @property
     def logger(self) -> ContextLogger:
@@ -297,6 +335,10 @@ class _Session:
         self.alive = True
         # Reconciles running now (their contexts), to say which ones a broken stream cancels.
         self.running: set[Context] = set()
+        # Set when the stream ends: what sync reconciles see as Context.cancelled.
+        self.cancelled = threading.Event()
+        # Sync reconciles cancelled while their thread ran on, with their contexts.
+        self.abandoned: list[tuple[concurrent.futures.Future[Any], Context]] = []
 
 
 class _Pool:
@@ -771,6 +813,7 @@ class Controller:
             # theirs (the daemon gave them back, or a new leader hands them out), and their
             # outcomes are never sent (session.alive).
             session.alive = False
+            session.cancelled.set()
             stopper.cancel()
             for w in workers:
                 w.cancel()
@@ -787,6 +830,46 @@ class Controller:
             await asyncio.gather(*workers, stopper, return_exceptions=True)
             await stream.close()
             self.metrics.flush()
+            await self._await_abandoned(session, drain_timeout_s)
+
+    async def _await_abandoned(self, session: _Session, bound_s: float | None) -> None:
+        """Waits until the threads of the sync reconciles this session cancelled have returned
+        (at most ``bound_s``), so that no new work is taken while they still run."""
+        running = [(f, c) for f, c in session.abandoned if not f.done()]
+        if not running:
+            return
+        gauge = self.metrics.abandoned
+        gauge.inc(len(running))
+        waits = {asyncio.wrap_future(f): c for f, c in running}
+        deadline = None if bound_s is None else time.monotonic() + bound_s
+        try:
+            while waits:
+                keys = " ".join(sorted(f"{c.key}@{c.token}" for c in waits.values()))
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    self.log.error(
+                        "%d cancelled sync reconciles still run after %.1f s; taking new work "
+                        "anyway (they may overlap with new reconciles of their keys): %s",
+                        len(waits),
+                        bound_s,
+                        keys,
+                    )
+                    return
+                self.log.warning(
+                    "waiting for %d cancelled sync reconciles to return before taking new work: %s",
+                    len(waits),
+                    keys,
+                )
+                done, _ = await asyncio.wait(
+                    waits, timeout=10.0 if left is None else min(left, 10.0)
+                )
+                for d in done:
+                    del waits[d]
+                    gauge.dec()
+        finally:
+            gauge.dec(len(waits))
+            for w in waits:
+                w.cancel()
 
     async def _drain_on_stop(self, stream: WorkStream, drain_timeout_s: float | None) -> None:
         assert self._stop_event is not None
@@ -828,6 +911,7 @@ class Controller:
             queue=self.queue,
             epoch=stream.epoch,
             stream_id=stream.stream_id,
+            cancelled=session.cancelled,
         )
         m = self.metrics
         m.active += 1
@@ -861,9 +945,15 @@ class Controller:
                 delay_s = value.delay_s
         except asyncio.CancelledError:
             ctx.logger.info("reconcile cancelled: the work stream ended")
+            running_on = thread is not None and not thread.cancel()
+            if running_on:
+                # The thread runs on; the session waits for it before new work is taken.
+                assert thread is not None
+                session.abandoned.append((thread, ctx))
             if observe is not None:
-                if thread is not None and not thread.cancel():
-                    # The thread runs on; its reconcile ends when it returns.
+                if running_on:
+                    # Its reconcile ends when the thread returns.
+                    assert thread is not None
                     loop = asyncio.get_running_loop()
                     thread.add_done_callback(
                         lambda _: self._observe_threadsafe(loop, observe, "cancel", ctx)

@@ -156,6 +156,12 @@ class _Collectors:
             ["controller"],
             registry=registry,
         )
+        self.abandoned = Gauge(
+            "informerd_sdk_abandoned_reconciles",
+            "Cancelled sync reconciles whose threads still run; no new work is taken meanwhile",
+            ["controller"],
+            registry=registry,
+        )
 
 
 _lock = threading.Lock()
@@ -195,6 +201,8 @@ class ControllerMetrics:
         self.active_workers = c.active_workers.labels(controller)
         self.max_concurrent = c.max_concurrent.labels(controller)
         self.reconnects = c.reconnects.labels(controller)
+        #: Cancelled sync reconciles still running (``informerd_sdk_abandoned_reconciles``).
+        self.abandoned = c.abandoned.labels(controller)
         #: Reconciles running now (``controller_runtime_active_workers``).
         self.active = 0
         self.active_workers.set_function(lambda: self.active)

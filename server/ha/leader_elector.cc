@@ -459,6 +459,21 @@ bool LeaderElector::TryAcquireOrRenew(SteadyTime* sent) {
   absl::StatusOr<LeaseRecord> current = Read();
   if (!current.ok()) {
     if (!client::IsNotFound(current.status())) return fail("reading", current.status());
+    // A Lease deleted while another replica held it: that replica may lead until the lease it
+    // was last seen renewing runs out (it cannot tell a deleted Lease from a slow API server), so
+    // wait that out as for a Lease that is there. Creating it at once made two leaders.
+    {
+      MutexLock l(&mu_);
+      if (observed_.has_value() && !observed_->holder.empty() &&
+          observed_->holder != options_.identity) {
+        const SteadyTime expires =
+            observed_time_ + std::chrono::seconds(observed_->lease_duration_seconds);
+        if (SteadyNow() < expires) {
+          others_expire_ = expires;
+          return false;
+        }
+      }
+    }
     desired.transitions = NextTransitions(-1);
     absl::StatusOr<uint64_t> epoch = NextEpoch(nullptr);
     if (!epoch.ok()) return fail("creating", epoch.status());

@@ -337,6 +337,33 @@ TEST(LeaderElectorTest, ATermsEpochIsNotBelowTheWallClock) {
   EXPECT_GE(a.log.started[0].epoch, before);
 }
 
+// The Lease deleted under a leader (as an operator might): the follower that saw it held must
+// not take it before that holder's lease, as last seen renewed, has run out. It used to create
+// the Lease at its next try, while the leader led on to its deadline: two leaders at once.
+TEST(LeaderElectorTest, ADeletedLeaseIsNotTakenWhileItsHolderMayStillLead) {
+  const std::string path = "/apis/coordination.k8s.io/v1/namespaces/default/leases/deleted";
+  std::unique_ptr<client::Client> admin =
+      client::Client::Create({.config = SharedApiServer()->config(), .qps = 0}).value();
+  Candidate a("deleted", "a"), b("deleted", "b");
+  a.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return a.log.starts() == 1; }, absl::Seconds(20)));
+  b.elector->Start();
+  ASSERT_TRUE(Eventually([&] { return b.elector->leader() == "a"; }, absl::Seconds(20)));
+  // a's renewals fail from now on (so that it steps down at its deadline), and the Lease goes.
+  const std::string fault = ArmFault(a.user_agent);
+  ASSERT_TRUE(SendLease(admin.get(), "DELETE", path, "").ok());
+  ASSERT_TRUE(Eventually([&] { return b.log.starts() == 1; }, absl::Seconds(20)));
+  ASSERT_TRUE(Eventually([&] { return a.log.stops() == 1; }, absl::Seconds(20)));
+  {
+    MutexLock la(&a.log.mu);
+    MutexLock lb(&b.log.mu);
+    // Never two leaders: a's term ended before b's began.
+    EXPECT_LT(a.log.stopped_at[0], b.log.started_at[0]);
+    EXPECT_LT(a.log.deadline, b.log.started_at[0]);
+  }
+  ASSERT_TRUE(SharedApiServer()->Control("DELETE", absl::StrCat("/_fake/faults/", fault), "").ok());
+}
+
 TEST(LeaderElectorTest, TwoCandidatesAtOnceGetOneLeader) {
   std::vector<std::unique_ptr<Candidate>> cs;
   for (const char* id : {"x", "y", "z"}) cs.push_back(std::make_unique<Candidate>("race", id));

@@ -197,7 +197,18 @@ v1::QueueState NamedQueue::State() const {
   return s;
 }
 
+absl::Status NamedQueue::HasRoomFor(size_t keys) const {
+  const size_t held = queue_->Len() + queue_->Waiting();
+  if (held + keys <= max_keys_) return absl::OkStatus();
+  return Error(absl::StatusCode::kResourceExhausted, v1::RESOURCE_EXHAUSTED,
+               absl::StrCat("queue ", name(), " holds ", held, " keys waiting or delayed; ",
+                            keys, " more would pass its limit of ", max_keys_,
+                            " (keys from its sources are still taken)"),
+               {{"queue", name()}, {"limit", absl::StrCat(max_keys_)}});
+}
+
 absl::Status NamedQueue::Add(const Keys& keys) {
+  if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
     if (!CountedAdd(*adds_, [&] { return queue_->Add(key); })) return ShutDownError(name());
   }
@@ -205,6 +216,7 @@ absl::Status NamedQueue::Add(const Keys& keys) {
 }
 
 absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay) {
+  if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
     if (!CountedAdd(*adds_, [&] { return queue_->AddAfter(key, delay); })) {
       return ShutDownError(name());
@@ -215,6 +227,7 @@ absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay) {
 }
 
 absl::Status NamedQueue::AddRateLimited(const Keys& keys) {
+  if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
     if (!CountedAdd(*adds_, [&] { return queue_->AddRateLimited(key); })) {
       return ShutDownError(name());
@@ -322,6 +335,7 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
   std::shared_ptr<NamedQueue> named(
       new NamedQueue(built.spec, std::shared_ptr<workqueue::RateLimitingQueue>(std::move(*queue)),
                      clock_, std::move(series), epoch_, options_.gate));
+  named->max_keys_ = options_.max_queue_keys;
   auto bindings = Bind(built, named.get(), /*running=*/nullptr);
   if (!bindings.ok()) {
     named->Close(bindings.status());

@@ -95,6 +95,8 @@ struct QueueRegistryOptions {
   const LeaderGate* gate = nullptr;
   // nullptr: nothing is persisted. Must outlive the registry.
   QueueSpecStore* store = nullptr;
+  // Keys one queue holds waiting or delayed before client adds are refused (queue_spec.h).
+  size_t max_queue_keys = kMaxQueueKeys;
 };
 
 // Whether a Create or Update is written through to the QueueSpecStore.
@@ -114,7 +116,8 @@ class NamedQueue {
   std::vector<WorkerInfo> Workers() const { return leases_.Workers(); }
   absl::Duration lease_timeout() const { return leases_.lease_timeout(); }
 
-  // Client calls (keys must be valid: see InvalidKeyReason). FAILED_PRECONDITION after shutdown.
+  // Client calls (keys must be valid: see InvalidKeyReason). FAILED_PRECONDITION after shutdown;
+  // RESOURCE_EXHAUSTED when the queue would hold more than kMaxQueueKeys waiting or delayed.
   absl::Status Add(const Keys& keys);
   absl::Status AddAfter(const Keys& keys, absl::Duration delay);
   absl::Status AddRateLimited(const Keys& keys);
@@ -150,6 +153,8 @@ class NamedQueue {
   size_t HeldByWorkers() const { return leases_.Held(); }
 
  private:
+  // OK when `keys` more keys fit under kMaxQueueKeys.
+  absl::Status HasRoomFor(size_t keys) const;
   friend class QueueRegistry;
   using Bindings = std::vector<std::unique_ptr<SourceBinding>>;
 
@@ -179,6 +184,7 @@ class NamedQueue {
   const std::string name_;
   Clock* const clock_;
   const uint64_t epoch_;
+  size_t max_keys_ = kMaxQueueKeys;  // set by the registry before the queue is shared
   const LeaderGate* const gate_;
   const std::shared_ptr<workqueue::RateLimitingQueue> queue_;
   // Counted here for QueueState (the Prometheus series count the same things).

@@ -31,6 +31,31 @@ TEST(QueueServiceTest, AddingAWaitingKeyAgainIsDeduplicated) {
   EXPECT_EQ(s.Len("q"), 2u);
 }
 
+// A client cannot grow a queue without bound: past max_queue_keys waiting keys an Add is refused
+// naming the limit, and nothing of it is added; a key already waiting still dedups.
+TEST(QueueServiceTest, AnAddPastTheQueuesKeyLimitIsRefusedWhole) {
+  QueueServer s(QueueServer::DefaultClusterLookups([](absl::string_view) { return nullptr; }),
+                {.max_queue_keys = 3});
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  ASSERT_TRUE(s.Add("q", {"ns/a", "ns/b"}).ok());
+  grpc::Status full = s.Add("q", {"ns/c", "ns/d"});
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(full.error_message(), HasSubstr("its limit of 3"));
+  EXPECT_EQ(s.Len("q"), 2u);
+  ASSERT_TRUE(s.Add("q", {"ns/c"}).ok());
+  EXPECT_EQ(s.State("q").depth(), 3u);
+}
+
+// Sources are capped too: each is a binding fed on every event of its informer.
+TEST(QueueServiceTest, AQueueWithTooManySourcesIsRefusedNamingTheField) {
+  QueueServer s;
+  v1::QueueSpec spec = Spec("many");
+  for (int i = 0; i < kMaxQueueSources + 1; ++i) spec.add_sources()->set_informer_id("x");
+  grpc::Status refused = s.CreateQueue(spec);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(refused.error_message(), HasSubstr("spec.sources: 65 sources, at most 64"));
+}
+
 TEST(QueueServiceTest, AKeyAddedWhileProcessingIsDeliveredAgainAfterDone) {
   QueueServer s;
   ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());

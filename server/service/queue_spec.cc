@@ -187,6 +187,10 @@ absl::StatusOr<v1::QueueSpec> NormalizeQueueSpec(const v1::QueueSpec& in) {
     return Invalid("spec.lease_timeout_ms", absl::StrCat("must be 0 or in ", kMinLeaseTimeoutMs,
                                                          "..", kMaxLeaseTimeoutMs));
   }
+  if (spec.sources_size() > kMaxQueueSources) {
+    return Invalid("spec.sources", absl::StrCat(spec.sources_size(), " sources, at most ",
+                                                kMaxQueueSources));
+  }
   for (int i = 0; i < spec.sources_size(); ++i) {
     if (absl::Status s = ValidateSourceShape(spec.sources(i), absl::StrCat("spec.sources[", i, "]"));
         !s.ok()) {

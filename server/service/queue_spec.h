@@ -32,6 +32,13 @@ namespace informerd::service {
 inline constexpr int64_t kMaxDelayMs = int64_t{365} * 24 * 3600 * 1000;
 // Keys longer than this are refused (INVALID_ARGUMENT).
 inline constexpr size_t kMaxKeyBytes = 1024;
+// Sources of one queue at most (INVALID_ARGUMENT naming spec.sources beyond): each is a binding
+// the registry's pump feeds on every event of its informer.
+inline constexpr int kMaxQueueSources = 64;
+// Keys one queue holds waiting or delayed at most before client adds (Add, AddAfter,
+// AddRateLimited) are refused with RESOURCE_EXHAUSTED. Sources are not refused: their keys are
+// bounded by their informers' objects, and dropping one would lose an event.
+inline constexpr size_t kMaxQueueKeys = 1000000;
 // QueueSpec.lease_timeout_ms bounds (when not 0).
 inline constexpr int64_t kMinLeaseTimeoutMs = 1000;
 inline constexpr int64_t kMaxLeaseTimeoutMs = int64_t{24} * 3600 * 1000;

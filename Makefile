@@ -113,13 +113,16 @@ soak: bootstrap
 	  --test_timeout=14400 --test_env=INFORMERD_CHURN_ROUNDS=$(SOAK_CHURN_ROUNDS) \
 	  --test_env=INFORMERD_CHURN_SCALE=$(SOAK_CHURN_SCALE) --nocache_test_results
 
-# The long chaos run of issue 14 (tools/chaos): a replica set on the real kube-apiserver under
-# SIGKILL/SIGSTOP/SIGTERM of its leader and an API server outage, then CHAOS_KILLS (20) kills with
-# client-go's timings; writes the failover times to out/chaos-failover.json. `make test` runs a
-# short version (sdk/python/tests/test_chaos.py).
+# The long chaos run (tools/chaos): a replica set on the real kube-apiserver under
+# SIGKILL/SIGSTOP/SIGTERM of its leader and an API server outage, CHAOS_KILLS (20) kills with
+# client-go's timings (out/chaos-failover.json), then the randomized nemesis for MINUTES (30)
+# from SEED (27; a failing seed replays), its schedule and oracle in out/chaos-nemesis.json.
+# `make test` runs a short version (sdk/python/tests/test_chaos.py: 2 minutes of seed 27).
+SEED ?= 27
+MINUTES ?= 30
 .PHONY: chaos
 chaos: bootstrap
-	tools/chaos
+	CHAOS_SEED=$(SEED) CHAOS_MINUTES=$(MINUTES) tools/chaos
 
 # Informer benchmarks beside client-go (tools/bench_informer): prints the table and writes
 # bench/results/informer.json.

@@ -17,6 +17,10 @@ each scenario. ``make chaos`` (CHAOS_KILLS=20) runs the long one: client-go's ti
 scenarios, then 20 SIGKILL failovers, printing the failover time (kill -> first key delivered by
 the new leader) p50/p99 and writing them to out/chaos-failover.json. CHAOS_OBJECTS changes the
 number of ConfigMaps (default 1,000).
+
+Last, the randomized nemesis (tests/chaos/nemesis.py, issue 27): faults of 13 kinds drawn from
+CHAOS_SEED for CHAOS_MINUTES (``make test``: seed 27 for 2 minutes), settling every 8 faults,
+the same oracle plus bounds on the daemons' threads and resident memory.
 """
 
 from __future__ import annotations
@@ -48,8 +52,12 @@ from tests.chaos.cluster import (
     role_of,
     until,
 )
+from tests.chaos.nemesis import Nemesis
 
 LONG_KILLS = int(os.environ.get("CHAOS_KILLS") or 0)
+# The randomized nemesis: its seed and how long it runs (make test: 2 minutes, seed 27).
+NEMESIS_SEED = int(os.environ.get("CHAOS_SEED") or 27)
+NEMESIS_S = float(os.environ.get("CHAOS_MINUTES") or 2) * 60
 TIMINGS = CLIENT_GO if LONG_KILLS else SHORT
 OBJECTS = int(os.environ.get("CHAOS_OBJECTS") or 1000)
 # The issue's bounds.
@@ -79,7 +87,7 @@ async def work_flowing(cluster: ChaosCluster, since: float, epoch: int, n: int =
     """Waits until ``n`` reconciles of the term ``epoch`` started after ``since``."""
     await until(
         lambda: len(cluster.records.update().starts_after(since, epoch)) >= n,
-        f"{n} reconciles of term {epoch >> 40}",
+        f"{n} reconciles of the term of epoch {epoch}",
         120,
         cluster.processes,
     )
@@ -332,3 +340,26 @@ async def test_failover_time_over_many_kills(cluster: ChaosCluster) -> None:
         f"p99 {percentile(elected, 99):.2f} s -> {out}"
     )
     assert max(first) <= KILL_FAILOVER_BOUND_S
+
+
+@pytest.mark.timeout(900 + 3 * NEMESIS_S)
+async def test_a_randomized_nemesis_breaks_no_promise(cluster: ChaosCluster) -> None:
+    """Faults drawn from CHAOS_SEED for CHAOS_MINUTES (tests/chaos/nemesis.py), under churn,
+    the oracle checked at every settle point; writes the schedule and what the oracle saw to
+    out/chaos-nemesis.json. A failing seed replays with make chaos SEED=... MINUTES=..."""
+    await cluster.prepare()
+    print(f"nemesis: seed {NEMESIS_SEED}, {NEMESIS_S:g} s (replay: make chaos SEED={NEMESIS_SEED})")
+    started = time.monotonic()
+    report = await Nemesis(cluster, NEMESIS_SEED, NEMESIS_S).run()
+    summary = cluster.records.update().summary()
+    root = repo_root(Path(__file__))
+    assert root is not None
+    out = root / "out" / "chaos-nemesis.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(report.to_json(summary, time.monotonic() - started) + "\n")
+    print(
+        f"nemesis: {len(report.faults)} faults of {len(report.counts())} kinds "
+        f"{report.counts()}, {report.settles} settles, daemon threads <= {report.max_threads}, "
+        f"RSS <= {report.max_rss_bytes >> 20} MiB; oracle: {summary} -> {out}"
+    )
+    assert report.faults

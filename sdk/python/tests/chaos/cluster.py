@@ -1,6 +1,7 @@
 """The chaos tests' cluster: a real kube-apiserver, the Queue CRD, three informerd replicas on
-one Lease, an informer-bound queue over the ConfigMaps of one namespace, two oracle worker
-processes (SDK controllers) on a replica that does not lead, and a churn process.
+one Lease, each reaching the API server through its own fault-injecting proxy (proxy.py), an
+informer-bound queue over the ConfigMaps of one namespace, two oracle worker processes (SDK
+controllers) on a replica that does not lead, and a churn process.
 
 Every process is real and is stopped by its pid: the daemons and workers are children; the
 kube-apiserver is not (``KubeApiServer.close`` signals its pid).
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -27,6 +29,7 @@ from informerd import ReplicaRole, kube
 from informerd.queues import object_source, queue_spec
 from informerd.testing import Daemon, KubeApiServer, LeaderElection, eventually, repo_root
 from tests.chaos.oracle import Records
+from tests.chaos.proxy import FaultProxy
 
 NAMESPACE = "chaos"
 LEASE_NAMESPACE = "informerd"
@@ -144,6 +147,8 @@ class ChaosCluster:
         self.kube: KubeApiServer | None = None
         self.daemons: list[Daemon] = []
         self.workers: list[subprocess.Popen[bytes]] = []
+        # Each replica's proxy to the API server, by the replica's index.
+        self.proxies: list[FaultProxy] = []
         self.worker_target: Daemon | None = None
         self.records = Records([workdir / "w0.rec", workdir / "w1.rec"])
         self.churns = 0
@@ -169,11 +174,23 @@ class ChaosCluster:
             f"  - {{name: {INFORMER_ALIAS}, apiVersion: v1, kind: ConfigMap, "
             f"namespace: {NAMESPACE}}}\n"
         )
+        kubeconfig = self.kube.kubeconfig.read_text()
+        server = re.search(r"server:\s*https://([^:/\s]+):(\d+)", kubeconfig)
+        assert server is not None, f"no server in {self.kube.kubeconfig}"
         for i in range(3):
             d = self.workdir / f"replica{i}"
             d.mkdir()
+            proxy = FaultProxy(server.group(1), int(server.group(2)))
+            self.proxies.append(proxy)
+            self._stack.callback(proxy.close)
+            proxied = d / "kubeconfig"
+            proxied.write_text(
+                kubeconfig.replace(
+                    server.group(0), f"server: https://{server.group(1)}:{proxy.port}"
+                )
+            )
             daemon = Daemon.start(
-                self.kube.kubeconfig,
+                proxied,
                 d,
                 config_yaml=config,
                 leader_election=self.timings.election(),
@@ -183,28 +200,41 @@ class ChaosCluster:
         self.worker_target = asyncio.run(self._create_queue())
         self._stack.callback(self._stop_workers)
         for n in range(2):
-            with (self.workdir / f"worker{n}.log").open("wb") as log:
-                self.workers.append(
-                    subprocess.Popen(
-                        [
-                            sys.executable,
-                            str(WORKER),
-                            *("--target", self.worker_target.target),
-                            *("--namespace", NAMESPACE, "--queue", QUEUE),
-                            *("--out", str(self.workdir / f"w{n}.rec")),
-                            *("--sleep", "0.02", "--concurrency", "4"),
-                            "--record-versions",
-                        ],
-                        stdout=log,
-                        stderr=subprocess.STDOUT,
-                    )
-                )
+            self.workers.append(self._spawn_worker(n))
         asyncio.run(self.converge())
         print(
             f"chaos cluster: kube-apiserver and {self.objects} ConfigMaps in "
             f"{seeded - started:.1f} s, replicas, queue and workers converged in "
             f"{time.monotonic() - seeded:.1f} s"
         )
+
+    def _spawn_worker(self, n: int) -> subprocess.Popen[bytes]:
+        assert self.worker_target is not None
+        with (self.workdir / f"worker{n}.log").open("ab") as log:
+            return subprocess.Popen(
+                [
+                    sys.executable,
+                    str(WORKER),
+                    *("--target", self.worker_target.target),
+                    *("--namespace", NAMESPACE, "--queue", QUEUE),
+                    *("--out", str(self.workdir / f"w{n}.rec")),  # appended to
+                    *("--sleep", "0.02", "--concurrency", "4"),
+                    "--record-versions",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def kill_worker(self, n: int) -> None:
+        """SIGKILLs worker ``n`` and starts a new one in its place (same record file). Its
+        reconciles still open end at the kill for the oracle: a dead process reconciles
+        nothing, and the daemon gives its keys to others only once the process is gone."""
+        w = self.workers[n]
+        killed_at = time.monotonic()
+        w.kill()
+        w.wait()
+        self.records.update().process_died(w.pid, killed_at)
+        self.workers[n] = self._spawn_worker(n)
 
     def close(self) -> None:
         self._stack.close()
@@ -340,16 +370,23 @@ class ChaosCluster:
             f"{NAMESPACE}/{o['metadata']['name']}": o["metadata"]["resourceVersion"] for o in items
         }
 
+    async def heal(self) -> None:
+        """Ends every fault: the API server and every replica continued, every proxy passing,
+        a replica that is not running started again."""
+        assert self.kube is not None
+        os.kill(self.kube.pid, signal.SIGCONT)
+        for p in self.proxies:
+            p.set_mode("pass")
+        for d in self.daemons:
+            d.send_signal(signal.SIGCONT)
+            if d.proc is None or d.proc.poll() is not None:
+                await asyncio.to_thread(d.restart)
+
     async def prepare(self) -> Daemon:
         """Before a scenario: every replica running (a killed one restarted, a stopped one
         continued), one leader that is not the workers' target (it hands leadership on with
         SIGTERM if it is), both workers attached to it. Returns the leader."""
-        assert self.kube is not None
-        os.kill(self.kube.pid, signal.SIGCONT)
-        for d in self.daemons:
-            d.send_signal(signal.SIGCONT)
-            if d.proc is None or d.proc.poll() is not None:
-                d.restart()
+        await self.heal()
         self.check_workers()
         leader = await self.leader()
         if leader is self.worker_target:

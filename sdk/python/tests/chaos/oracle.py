@@ -34,7 +34,8 @@ class Reconcile:
     rv: str
     start: float
     end: float | None = None
-    # "E" (it returned), "C" (cancelled: its stream broke), None (still running)
+    # "E" (it returned), "C" (cancelled: its stream broke), "K" (its process was killed),
+    # None (still running)
     how: str | None = None
 
 
@@ -130,6 +131,13 @@ class Records:
     def running(self) -> list[Reconcile]:
         return list(self._open.values())
 
+    def process_died(self, pid: int, at: float) -> None:
+        """Ends the reconciles still open of the process ``pid``, killed at ``at`` ("K")."""
+        for ident, r in list(self._open.items()):
+            if r.pid == pid:
+                r.end, r.how = at, "K"
+                del self._open[ident]
+
     def starts_after(self, at: float, epoch: int | None = None) -> list[Reconcile]:
         """Reconciles that started after ``at`` (of leases of the term ``epoch`` when given)."""
         return [r for r in self.reconciles if r.start > at and (epoch is None or r.epoch == epoch)]
@@ -174,8 +182,10 @@ class Records:
     def summary(self) -> str:
         ended = sum(1 for r in self.reconciles if r.how == "E")
         cancelled = sum(1 for r in self.reconciles if r.how == "C")
-        epochs = sorted({r.epoch >> 40 for r in self.reconciles})
+        killed = sum(1 for r in self.reconciles if r.how == "K")
+        terms = len({r.epoch for r in self.reconciles})
         return (
             f"{len(self.reconciles)} reconciles ({ended} ended, {cancelled} cancelled, "
-            f"{len(self._open)} running) over terms {epochs}, {len(self.refusals)} refused"
+            f"{killed} killed with their worker, {len(self._open)} running) over {terms} terms, "
+            f"{len(self.refusals)} refused"
         )

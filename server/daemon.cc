@@ -1,5 +1,7 @@
 #include "server/daemon.h"
 
+#include <atomic>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -19,6 +21,7 @@
 #include "informerd/v1/admin.grpc.pb.h"
 #include "grpcpp/security/server_credentials.h"
 #include "httplib.h"
+#include "server/http_server.h"
 #include "server/ha/queue_store.h"
 #include "server/ha/replica.h"
 #include "server/service/admin_service.h"
@@ -413,24 +416,38 @@ absl::StatusOr<Daemon::HttpListener> Daemon::StartHttpListener(
   std::string host = address.substr(0, colon);
   if (absl::StartsWith(host, "[") && absl::EndsWith(host, "]")) host = host.substr(1, host.size() - 2);
   HttpListener l;
-  l.server = std::make_unique<httplib::Server>();
-  // A client that sends or reads slowly holds a worker thread only this long per read or write,
-  // and a kept-alive connection only this long idle.
+  // A client that sends or reads slowly holds a worker thread only 2 s per read or write and
+  // 10 s per request, a kept-alive connection only 2 s idle, and one address at most 8 of the
+  // 32 workers (server/http_server.h): the kubelet's probes are answered beside slow clients.
+  l.server = std::make_unique<HttpServer>(HttpServerOptions{
+      .refused = metrics_.GetCounter(
+          "informerd_http_connections_refused_total",
+          "HTTP connections refused because their address held its limit of connections",
+          {{"listener", std::string(key)}})});
   l.server->set_read_timeout(std::chrono::seconds(2));
   l.server->set_write_timeout(std::chrono::seconds(2));
-  l.server->set_keep_alive_timeout(2);
-  l.server->set_keep_alive_max_count(100);
   routes(*l.server);
   if (port == 0) {
     port = l.server->bind_to_any_port(host);
   } else if (!l.server->bind_to_port(host, port)) {
     port = -1;
   }
-  if (port <= 0) return absl::UnavailableError(absl::StrCat(key, ": cannot listen on ", address));
+  if (port <= 0 || !l.server->WidenBacklog()) {
+    return absl::UnavailableError(absl::StrCat(key, ": cannot listen on ", address));
+  }
   l.address = absl::StrCat(host.find(':') != std::string::npos ? "[" + host + "]" : host, ":",
                            port);
   httplib::Server* server = l.server.get();
-  l.thread = std::thread([server] { server->listen_after_bind(); });
+  auto ended = std::make_shared<std::atomic<bool>>(false);
+  l.thread = std::thread([server, ended] {
+    server->listen_after_bind();
+    ended->store(true);
+  });
+  // cpp-httplib's stop() does nothing until the server runs: a SIGTERM right after start-up
+  // would leave the listener's thread serving for ever and the shutdown waiting for it.
+  while (!server->is_running() && !ended->load()) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   return l;
 }
 

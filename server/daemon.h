@@ -49,6 +49,8 @@ class Server;
 
 namespace informerd {
 
+class HttpServer;
+
 namespace service {
 class AdminService;
 class Clusters;
@@ -132,7 +134,7 @@ class Daemon {
 
   // An HTTP listener of the daemon's (metrics and probes; the status page).
   struct HttpListener {
-    std::unique_ptr<httplib::Server> server;
+    std::unique_ptr<HttpServer> server;
     std::thread thread;
     std::string address;  // as bound
   };

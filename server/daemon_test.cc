@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <atomic>
 #include <fstream>
 #include <map>
@@ -127,6 +128,99 @@ TEST(DaemonTest, WithoutAClusterItServesHealthAdminAndSaysWhyInformersFail) {
   absl::StatusOr<int> code = d->process->Wait(absl::Seconds(20));
   ASSERT_TRUE(code.ok());
   EXPECT_EQ(*code, 0);
+}
+
+// A connection to `address` (host:port) from the local address `from` (another loopback
+// address: the daemon sees another client); -1 on failure.
+int ConnectFrom(const std::string& from, const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = 0;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port)) return -1;
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{.sin_family = AF_INET};
+  sockaddr_in remote{.sin_family = AF_INET, .sin_port = htons(static_cast<uint16_t>(port))};
+  if (inet_pton(AF_INET, from.c_str(), &local.sin_addr) != 1 ||
+      inet_pton(AF_INET, address.substr(0, colon).c_str(), &remote.sin_addr) != 1 ||
+      bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0 ||
+      connect(fd, reinterpret_cast<sockaddr*>(&remote), sizeof(remote)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Slow clients (a slow-loris: each sends its request a byte at a time, every byte before the
+// read timeout) cannot starve the kubelet's probes: one address holds at most 8 connections
+// (more are answered 503 at once), and each held one is closed when its request has not arrived
+// within the request timeout. On the code before, 12 of them held every worker of the listener
+// and /healthz from another address was not answered.
+TEST(DaemonTest, TricklingHttpClientsDoNotStarveTheProbes) {
+  absl::StatusOr<Daemon> d = StartDaemon({});
+  ASSERT_TRUE(d.ok()) << d.status();
+  struct Trickler {
+    int fd;
+    bool refused = false;  // answered 503
+    bool closed = false;   // by the daemon
+  };
+  std::vector<Trickler> tricklers;
+  for (int i = 0; i < 40; ++i) {
+    const int fd = ConnectFrom("127.0.0.2", d->metrics);
+    ASSERT_GE(fd, 0) << strerror(errno);
+    tricklers.push_back({fd});
+  }
+  std::atomic<bool> stop{false};
+  Mutex mu;
+  std::thread trickle([&] {
+    const std::string request = "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    for (size_t sent = 0; !stop.load(); ++sent) {
+      {
+        MutexLock lock(&mu);
+        for (Trickler& t : tricklers) {
+          if (t.closed) continue;
+          const char byte = sent < request.size() ? request[sent] : 'a';
+          char answer[512];
+          const ssize_t got = recv(t.fd, answer, sizeof(answer), MSG_DONTWAIT);
+          if (got > 0 && absl::StartsWith(absl::string_view(answer, got), "HTTP/1.1 503")) {
+            t.refused = true;
+          }
+          if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK) ||
+              send(t.fd, &byte, 1, MSG_NOSIGNAL) < 0) {
+            t.closed = true;
+          }
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(250));  // each byte well before the 2 s read timeout
+    }
+  });
+  // The trickling connections are taken (or refused) by the daemon first.
+  EXPECT_TRUE(Eventually(
+      [&] {
+        MutexLock lock(&mu);
+        return std::count_if(tricklers.begin(), tricklers.end(),
+                             [](const Trickler& t) { return t.refused; }) >= 32;
+      },
+      absl::Seconds(20)));
+  for (int i = 0; i < 5; ++i) {
+    int status = 0;
+    EXPECT_EQ(HttpGet(d->metrics, "/healthz", &status), "ok\n") << "probe " << i;
+    EXPECT_EQ(status, 200);
+  }
+  // Every trickling connection ends: the held ones at their request timeout (10 s).
+  EXPECT_TRUE(Eventually(
+      [&] {
+        MutexLock lock(&mu);
+        return std::all_of(tricklers.begin(), tricklers.end(),
+                           [](const Trickler& t) { return t.closed; });
+      },
+      absl::Seconds(40)));
+  stop = true;
+  trickle.join();
+  for (const Trickler& t : tricklers) close(t.fd);
+  EXPECT_GE(d->MetricValue(
+                "informerd_http_connections_refused_total{listener=\"metricsListen\"}"),
+            32);
+  d->process->Signal(SIGTERM);
+  ASSERT_TRUE(d->process->Wait(absl::Seconds(20)).ok());
 }
 
 // Any client may send any method name; the metrics of the calls it makes are bounded by the

@@ -328,7 +328,6 @@ absl::Status Guard::Admit(const std::shared_ptr<Caller>& caller, CallKind kind,
     ticket->guard_ = this;
     ticket->requirement_ = std::make_shared<Requirement>(requirement);
   }
-  allowed_->Inc();
   return absl::OkStatus();
 }
 
@@ -440,12 +439,13 @@ absl::Status Guard::CheckInline(grpc::CallbackServerContext* context, CallKind k
   if (!r.ok()) return r.status();
   *requirement = *std::move(r);
   absl::Status s = Decide(*caller, **requirement, /*may_review=*/false);
-  if (IsMiss(s)) return s;
-  if (!s.ok()) {
+  if (!s.ok() && !IsMiss(s)) {
     denied_->Inc();
     return s;
   }
-  return Admit(caller, kind, **requirement, ticket);
+  if (absl::Status a = Admit(caller, kind, **requirement, ticket); !a.ok()) return a;
+  if (s.ok() && caller != internal_) allowed_->Inc();
+  return s;
 }
 
 std::optional<absl::Status> Guard::CachedToken(absl::string_view token,
@@ -564,14 +564,16 @@ void Guard::RunJob(Job& job) {
     job.deny(absl::CancelledError("the call was cancelled while informerd reviewed it"));
     return;
   }
-  std::shared_ptr<Caller> caller;
-  std::string token;
-  absl::Status s = Identify(job.context, &caller, &token);
-  if (s.ok() && caller == nullptr) s = ReviewTokenNow(token, &caller);
-  if (!s.ok()) {
-    (s.code() == absl::StatusCode::kUnavailable ? unavailable_ : unauthenticated_)->Inc();
-    job.deny(s);
-    return;
+  std::shared_ptr<Caller> caller = job.ticket.caller_;
+  if (caller == nullptr) {
+    std::string token;
+    absl::Status s = Identify(job.context, &caller, &token);
+    if (s.ok() && caller == nullptr) s = ReviewTokenNow(token, &caller);
+    if (!s.ok()) {
+      (s.code() == absl::StatusCode::kUnavailable ? unavailable_ : unauthenticated_)->Inc();
+      job.deny(s);
+      return;
+    }
   }
   if (!job.requirement.has_value()) {
     absl::StatusOr<Requirement> r = job.need();
@@ -581,18 +583,21 @@ void Guard::RunJob(Job& job) {
     }
     job.requirement = *std::move(r);
   }
-  s = Decide(*caller, *job.requirement, /*may_review=*/true);
+  absl::Status s = Decide(*caller, *job.requirement, /*may_review=*/true);
   if (!s.ok()) {
     (s.code() == absl::StatusCode::kUnavailable ? unavailable_ : denied_)->Inc();
+    job.ticket.Release();  // before the answer: a caller retrying at once finds its slot free
     job.deny(s);
     return;
   }
-  Ticket ticket;
-  if (absl::Status a = Admit(caller, job.kind, *job.requirement, &ticket); !a.ok()) {
-    job.deny(a);
-    return;
+  if (job.ticket.caller_ == nullptr) {
+    if (absl::Status a = Admit(caller, job.kind, *job.requirement, &job.ticket); !a.ok()) {
+      job.deny(a);
+      return;
+    }
   }
-  job.allowed(std::move(ticket));
+  allowed_->Inc();
+  job.allowed(std::move(job.ticket));
 }
 
 void Guard::Work() {

@@ -208,10 +208,13 @@ class Guard {
       std::forward<Denied>(denied)(s);
       return;
     }
+    // A known caller's call waits for its review holding its slot (`ticket`, taken by
+    // CheckInline): waiting calls count against callerLimits like answered ones.
     Enqueue(Job{.context = context,
                 .kind = kind,
                 .need = std::move(need),
                 .requirement = std::move(requirement),
+                .ticket = std::move(ticket),
                 .allowed = std::forward<Allowed>(allowed),
                 .deny = std::forward<Denied>(denied)});
   }
@@ -257,6 +260,9 @@ class Guard {
     CallKind kind;
     RequirementFn need;
     std::optional<Requirement> requirement;  // once `need` ran
+    // The slot a caller known before the review holds while it waits (empty for a caller whose
+    // token is still to be reviewed: its slot is taken once it is known).
+    Ticket ticket;
     absl::AnyInvocable<void(Ticket)> allowed;
     absl::AnyInvocable<void(const absl::Status&)> deny;
   };
@@ -275,7 +281,8 @@ class Guard {
   enum class Cached { kAllowed, kDenied, kUnknown };
 
   static bool IsMiss(const absl::Status& s);
-  // OK with *ticket set; a miss (IsMiss); or the error to answer.
+  // OK with *ticket set; a miss (IsMiss); or the error to answer. On a miss of a known caller's
+  // decision *ticket holds its slot already (a caller past its limits is refused at once).
   absl::Status CheckInline(grpc::CallbackServerContext* context, CallKind kind,
                            RequirementFn& need, std::optional<Requirement>* requirement,
                            Ticket* ticket);

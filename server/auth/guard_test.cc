@@ -752,6 +752,59 @@ TEST(AuthTest, CallsWaitingCountAgainstInFlight) {
   EXPECT_NE(wait_for_sync(1).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
+// A known caller's calls waiting for their SubjectAccessReviews hold its inFlight places too:
+// with reviews stalled, one principal cannot park more than its limit in the review queue (each
+// call there costs a review of the daemon's few review threads). On the code before, the third
+// call queued behind the others like them.
+TEST(AuthTest, CallsWaitingForAReviewCountAgainstInFlight) {
+  // Tokens stay cached through the test (60 s): the calls are of a known caller throughout.
+  SecureDaemon d = Start("inflight-review", "callerLimits: {inFlight: 2}\n", absl::Seconds(60),
+                         absl::Seconds(20));
+  auto ch = Tls(d);
+  auto queues = v1::Queues::NewStub(ch);
+  auto get_queue = [&](const std::string& name) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx, "t-bounded");
+    v1::GetQueueRequest req;
+    req.set_queue(name);
+    v1::QueueInfo info;
+    return queues->GetQueue(&ctx, req, &info);
+  };
+  // The token is reviewed (and cached) before the stall: the calls below are of a known caller.
+  ASSERT_NE(get_queue("inflight-warm").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  Control("POST", "/_fake/faults",
+          R"({"type":"stall","resource":"subjectaccessreviews","durationMs":3000,"count":-1})");
+  // Two waiters keep a call waiting for its review each, one after another, until the probe
+  // below has been refused. Each names another queue: another decision, another review.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> waiters;
+  std::atomic<int> unavailable{0};
+  for (int i = 0; i < 2; ++i) {
+    waiters.emplace_back([&, i] {
+      for (int n = 0; !stop.load(); ++n) {
+        const grpc::Status s = get_queue(absl::StrCat("inflight-", i, "-", n));
+        if (s.error_code() == grpc::StatusCode::UNAVAILABLE) ++unavailable;
+      }
+    });
+  }
+  grpc::Status refused;
+  int probe = 0;
+  EXPECT_TRUE(Eventually(
+      [&] {
+        refused = get_queue(absl::StrCat("inflight-probe-", probe++));
+        return refused.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+      },
+      absl::Seconds(30)));
+  EXPECT_EQ(Reason(refused), "CALLER_LIMIT");
+  EXPECT_THAT(refused.error_message(), HasSubstr("callerLimits.inFlight"));
+  stop = true;
+  for (std::thread& t : waiters) t.join();
+  Control("DELETE", "/_fake/faults", "");
+  EXPECT_EQ(unavailable.load(), 0) << "reviews timed out: the calls were refused for that";
+  // Answered: their places are free again.
+  EXPECT_NE(get_queue("inflight-after").error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+}
+
 // The status page shows what Admin needs `admin` RBAC for: with authentication on it is not on
 // the metrics listener (which deploy/ exposes behind the Service), only on statusListen's.
 TEST(AuthTest, TheStatusPageIsNotServedBesideTheMetricsWithAuthenticationOn) {

@@ -38,6 +38,15 @@ void ProcessorListener::SetInitial(std::unique_ptr<ObjectSnapshot> objects) {
   if (notify && options_.on_ready) options_.on_ready();
 }
 
+namespace {
+
+size_t BytesOf(const Notification& n) {
+  return (n.object != nullptr ? n.object->allocated_bytes() : 0) +
+         (n.old_object != nullptr ? n.old_object->allocated_bytes() : 0);
+}
+
+}  // namespace
+
 void ProcessorListener::CoalesceLocked(Notification n) {
   if (n.type == Notification::Type::kResnapshot || n.object == nullptr) return;
   if (n.counts_for_sync ||
@@ -89,7 +98,10 @@ void ProcessorListener::Push(Notification n, bool wake) {
       CoalesceLocked(std::move(n));
       return;
     }
-    if (pending_.size() >= options_.buffer_size) {
+    const size_t bytes = BytesOf(n);
+    if (pending_.size() >= options_.buffer_size ||
+        (options_.buffer_bytes > 0 && !pending_.empty() &&
+         pending_bytes_ + bytes > options_.buffer_bytes)) {
       // Too far behind: keep only which keys changed from here on.
       overflowed_ = true;
       overflows_.fetch_add(1, std::memory_order_relaxed);
@@ -99,10 +111,12 @@ void ProcessorListener::Push(Notification n, bool wake) {
       }
       pending_.clear();
       pending_.shrink_to_fit();
+      pending_bytes_ = 0;
       CoalesceLocked(std::move(n));
     } else {
       n.counts_for_sync = n.is_in_initial_list && !synced_latch_.load(std::memory_order_relaxed);
       if (n.counts_for_sync) ++sync_pending_;
+      pending_bytes_ += bytes;
       pending_.push_back(std::move(n));
     }
     if (waiting_) {
@@ -167,6 +181,7 @@ void ProcessorListener::FinishOverflow(absl::FunctionRef<ObjectPtr(absl::string_
   for (Notification& n : resolved) {
     n.counts_for_sync = initial;
     if (initial) ++sync_pending_;
+    pending_bytes_ += BytesOf(n);
     pending_.push_back(std::move(n));
   }
 }
@@ -212,6 +227,7 @@ void ProcessorListener::Stop() {
   MutexLock lock(&mu_);
   // Free what is buffered.
   std::deque<Notification>().swap(pending_);
+  pending_bytes_ = 0;
   initial_.reset();
   initial_next_ = 0;
   absl::flat_hash_map<std::string, Dirty, StringHash, StringEq>().swap(dirty_);
@@ -251,6 +267,7 @@ bool ProcessorListener::Pop(size_t max, std::vector<Notification>* out, bool wai
         if (!pending_.empty()) {
           const size_t n = std::min(max, pending_.size());
           for (size_t i = 0; i < n; ++i) {
+            pending_bytes_ -= std::min(pending_bytes_, BytesOf(pending_.front()));
             out->push_back(std::move(pending_.front()));
             pending_.pop_front();
           }
@@ -288,6 +305,11 @@ size_t ProcessorListener::pending() const {
   MutexLock lock(&mu_);
   return pending_.size() + dirty_.size() +
          (initial_ != nullptr ? initial_->size() - initial_next_ : 0);
+}
+
+size_t ProcessorListener::pending_bytes() const {
+  MutexLock lock(&mu_);
+  return pending_bytes_;
 }
 
 void ProcessorListener::Run() {

@@ -107,6 +107,9 @@ class ProcessorListener {
     std::string name;
     // Live notifications held before the listener falls back to tracking changed keys.
     size_t buffer_size = 4096;
+    // The same in bytes: of the objects the held notifications reference (counted whole, also
+    // where the cache shares them; 0: no bound). One notification is always held, however big.
+    size_t buffer_bytes = 0;
     // Re-deliver the cache as Updates this often (0: never); at least 1 s.
     absl::Duration resync_period = absl::ZeroDuration();
     // Run on a thread of the listener's own (Start); null for Pop/Done consumers.
@@ -175,6 +178,8 @@ class ProcessorListener {
   bool HasSynced() const;
   // Notifications waiting (live ones, initial list and coalesced keys).
   size_t pending() const;
+  // Bytes of the objects the live notifications waiting reference (Options::buffer_bytes).
+  size_t pending_bytes() const;
   uint64_t overflows() const { return overflows_.load(std::memory_order_relaxed); }
   uint64_t delivered() const { return delivered_.load(std::memory_order_relaxed); }
 
@@ -200,6 +205,7 @@ class ProcessorListener {
   std::unique_ptr<ObjectSnapshot> initial_ ABSL_GUARDED_BY(mu_);
   size_t initial_next_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<Notification> pending_ ABSL_GUARDED_BY(mu_);
+  size_t pending_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of pending_'s objects (BytesOf)
   bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
   // A notification of the initial list was coalesced: the re-snapshot belongs to it.
   bool initial_coalesced_ ABSL_GUARDED_BY(mu_) = false;

@@ -25,6 +25,8 @@ using ::testing::UnorderedElementsAre;
 using testing::Obj;
 
 ObjectPtr Cm(const std::string& name, int rv) { return Obj("d", name, absl::StrCat(rv)); }
+// What one Cm holds (they differ only in their one-character name and resource version).
+size_t BytesOfAnObject() { return Cm("x", 1)->allocated_bytes(); }
 
 Notification Add(ObjectPtr o, bool initial = false) {
   Notification n;
@@ -210,6 +212,36 @@ TEST_F(ProcessorListenerTest, OverflowCoalescesKeysIntoTheirNetChange) {
   // Back to normal.
   l->Push(Update(Cm("new", 14), Cm("new", 17)));
   EXPECT_THAT(PopAll(*l), ElementsAre("update new@14->17"));
+}
+
+// The buffer is bounded in bytes too: a subscriber that falls behind by big objects overflows
+// (and re-snapshots) long before it holds buffer_size of them.
+TEST_F(ProcessorListenerTest, TheBufferIsBoundedInBytesToo) {
+  const size_t one = BytesOfAnObject();
+  ProcessorListener l({.name = "h", .buffer_size = 1000, .buffer_bytes = 3 * one}, &cache_,
+                      [] { return true; });
+  l.Push(Add(Cm("a", 1)));
+  l.Push(Add(Cm("b", 2)));
+  l.Push(Add(Cm("c", 3)));
+  EXPECT_EQ(l.overflows(), 0u);
+  EXPECT_EQ(l.pending_bytes(), 3 * one);
+  l.Push(Add(Cm("d", 4)));  // a fourth object's bytes do not fit
+  EXPECT_EQ(l.overflows(), 1u);
+  EXPECT_EQ(l.pending_bytes(), 0u) << "coalesced: only which keys changed is kept";
+  cache_.Set(Cm("a", 1));
+  cache_.Set(Cm("b", 2));
+  cache_.Set(Cm("c", 3));
+  cache_.Set(Cm("d", 4));
+  std::vector<std::string> got = PopAll(l);
+  ASSERT_FALSE(got.empty());
+  EXPECT_EQ(got[0], "resnapshot 4");
+  EXPECT_EQ(l.pending_bytes(), 0u);
+  // One notification is always held, however big.
+  ProcessorListener tiny({.name = "t", .buffer_size = 1000, .buffer_bytes = 1}, &cache_,
+                         [] { return true; });
+  tiny.Push(Add(Cm("a", 5)));
+  EXPECT_EQ(tiny.overflows(), 0u);
+  EXPECT_THAT(PopAll(tiny), ElementsAre("add a@5"));
 }
 
 TEST_F(ProcessorListenerTest, AHandlerToldToResnapshotGetsItThroughItsCallback) {

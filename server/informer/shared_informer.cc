@@ -203,6 +203,7 @@ absl::StatusOr<std::shared_ptr<ProcessorListener>> SharedInformer::Register(
     listener_options.name = options.name;
     listener_options.buffer_size =
         options.buffer_size > 0 ? options.buffer_size : default_buffer_size_;
+    listener_options.buffer_bytes = options.buffer_bytes;
     listener_options.resync_period = options.resync_period;
     listener_options.handler = std::move(handler);
     listener_options.on_ready = std::move(options.on_ready);

@@ -105,6 +105,8 @@ struct HandlerOptions {
   absl::Duration resync_period = absl::ZeroDuration();
   // 0: SharedInformerOptions::default_buffer_size.
   size_t buffer_size = 0;
+  // See ProcessorListener::Options::buffer_bytes (0: no bound in bytes).
+  size_t buffer_bytes = 0;
   // Pop/Done listeners (AddListener) only: see ProcessorListener::Options::on_ready.
   std::function<void()> on_ready;
 };

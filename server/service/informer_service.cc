@@ -906,6 +906,7 @@ void InformerService::StartWatch(WatchReactor* reactor, const v1::WatchRequest& 
   absl::StatusOr<std::shared_ptr<informer::ProcessorListener>> listener = informer->AddListener(
       {.name = absl::StrCat("watch-", n),
        .buffer_size = request.buffer_size() == 0 ? kDefaultWatchBuffer : request.buffer_size(),
+       .buffer_bytes = options_.max_buffer_bytes,
        .on_ready = [reactor] { reactor->OnReady(); }});
   if (!listener.ok()) {
     // Stopped meanwhile (deleted): OnDone unregisters the reactor.

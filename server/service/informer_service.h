@@ -61,6 +61,9 @@ struct InformerServiceOptions {
   uint32_t max_batch = 1024;
   // The largest WatchRequest.buffer_size accepted.
   uint32_t max_buffer_size = 1 << 20;
+  // A Watch subscriber's buffer in bytes (of the objects its notifications reference): one that
+  // falls further behind re-snapshots, whatever its buffer_size.
+  size_t max_buffer_bytes = 32 << 20;
   // How often WaitForSync, and a Watch waiting to send SYNCED, look at the informer again.
   absl::Duration sync_poll_interval = absl::Milliseconds(20);
   // nullptr: Clock::Real(). Must outlive the service.

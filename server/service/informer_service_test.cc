@@ -76,6 +76,10 @@ class InformerServiceTest : public ::testing::Test {
     stub_ = v1::Informers::NewStub(channel_);
   }
 
+  // A Watch of buffer_size that does not read while objects change, then reads: it ends at the
+  // server's state, with a RESNAPSHOT on the way.
+  void ExpectANonReaderResnapshotted(uint32_t buffer_size);
+
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown(std::chrono::system_clock::now());
     server_.reset();
@@ -770,12 +774,24 @@ TEST_F(InformerServiceTest, WatchSendsTheSnapshotThenSyncedThenLiveEvents) {
 
 TEST_F(InformerServiceTest, ASubscriberThatDoesNotReadIsResnapshotted) {
   SetUpService("svc-resnapshot");
+  ExpectANonReaderResnapshotted(/*buffer_size=*/1);
+}
+
+// The buffer is bounded in bytes too: a subscriber that asked for a buffer of a million events
+// and does not read re-snapshots once the objects it holds pass max_buffer_bytes (on the code
+// before, it held every event, however big, up to its buffer_size).
+TEST_F(InformerServiceTest, ASubscribersBufferIsBoundedInBytes) {
+  SetUpService("svc-resnapshot-bytes", {.max_buffer_bytes = 64 << 10});
+  ExpectANonReaderResnapshotted(/*buffer_size=*/1 << 20);
+}
+
+void InformerServiceTest::ExpectANonReaderResnapshotted(uint32_t buffer_size) {
   // About 2 MB of initial objects: far more than the stream's flow-control window.
   ASSERT_TRUE(fixture_->Seed(100, 20000).ok());
   const std::string id = EnsureSynced(ConfigMapSpec());
   v1::WatchRequest request;
   request.set_informer_id(id);
-  request.set_buffer_size(1);
+  request.set_buffer_size(buffer_size);
   request.set_max_batch(1);
   auto watch = OpenWatch(*stub_, request);
   // Not reading: the server's writes stall while these changes arrive.

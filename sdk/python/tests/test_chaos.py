@@ -18,7 +18,7 @@ scenarios, then 20 SIGKILL failovers, printing the failover time (kill -> first 
 the new leader) p50/p99 and writing them to out/chaos-failover.json. CHAOS_OBJECTS changes the
 number of ConfigMaps (default 1,000).
 
-Last, the randomized nemesis (tests/chaos/nemesis.py, issue 27): faults of 13 kinds drawn from
+Last, the randomized nemesis (tests/chaos/nemesis.py, issue 27): faults of 15 kinds drawn from
 CHAOS_SEED for CHAOS_MINUTES (``make test``: seed 27 for 2 minutes), settling every 8 faults,
 the same oracle plus bounds on the daemons' threads and resident memory.
 """

@@ -1,7 +1,9 @@
 """The chaos tests' cluster: a real kube-apiserver, the Queue CRD, three informerd replicas on
 one Lease, each reaching the API server through its own fault-injecting proxy (proxy.py), an
 informer-bound queue over the ConfigMaps of one namespace, two oracle worker processes (SDK
-controllers) on a replica that does not lead, and a churn process.
+controllers) on a replica that does not lead, and a churn process. Each replica also has an
+ingress proxy in front of its gRPC port, which it advertises: the workers reach the leader
+through it, so the nemesis can cut the workers off from the leader alone.
 
 Every process is real and is stopped by its pid: the daemons and workers are children; the
 kube-apiserver is not (``KubeApiServer.close`` signals its pid).
@@ -38,6 +40,8 @@ QUEUE = "chaos"
 INFORMER_ALIAS = "chaos-configmaps"
 WORKER = Path(__file__).parents[1] / "workers" / "oracle_worker.py"
 CHURN = Path(__file__).parent / "churn.py"
+# The Rust SDK's oracle worker (sdk/rust/informerd/examples/oracle_worker.rs), when built.
+RUST_WORKER_ENV = "INFORMERD_RUST_ORACLE_WORKER"
 
 # The SDK's keepalive (connection.py): a ping every 2 s, 2 s to answer. A Work stream on a
 # frozen leader breaks within about this long, and its reconciles are cancelled.
@@ -117,9 +121,13 @@ async def role_of(daemon: Daemon) -> ReplicaRole | None:
     return None if info is None else info.role
 
 
-async def settled_leader(daemons: list[Daemon], timeout_s: float) -> Daemon:
+async def settled_leader(
+    daemons: list[Daemon],
+    timeout_s: float,
+    advertised: Callable[[Daemon], str] = lambda d: d.target,
+) -> Daemon:
     """Waits until every one of ``daemons`` answers, one of them leads and the others follow
-    it (naming its address); returns the leader."""
+    it (naming its address, ``advertised(leader)``); returns the leader."""
     leaders: list[Daemon] = []
 
     async def settled() -> bool:
@@ -130,7 +138,7 @@ async def settled_leader(daemons: list[Daemon], timeout_s: float) -> Daemon:
             d for d, i in zip(daemons, infos, strict=True) if i and i.role == ReplicaRole.LEADER
         ]
         return len(leaders) == 1 and all(
-            i.role == ReplicaRole.FOLLOWER and i.leader_address == leaders[0].target
+            i.role == ReplicaRole.FOLLOWER and i.leader_address == advertised(leaders[0])
             for d, i in zip(daemons, infos, strict=True)
             if i is not None and d is not leaders[0]
         )
@@ -149,6 +157,9 @@ class ChaosCluster:
         self.workers: list[subprocess.Popen[bytes]] = []
         # Each replica's proxy to the API server, by the replica's index.
         self.proxies: list[FaultProxy] = []
+        # Each replica's ingress: a proxy in front of its gRPC port, which it advertises, so
+        # that workers reach the leader through it (the harness's own calls go direct).
+        self.ingress: list[FaultProxy] = []
         self.worker_target: Daemon | None = None
         self.records = Records([workdir / "w0.rec", workdir / "w1.rec"])
         self.churns = 0
@@ -189,12 +200,17 @@ class ChaosCluster:
                     server.group(0), f"server: https://{server.group(1)}:{proxy.port}"
                 )
             )
+            ingress = FaultProxy("127.0.0.1", 0)  # its upstream once the replica has a port
+            self.ingress.append(ingress)
+            self._stack.callback(ingress.close)
             daemon = Daemon.start(
                 proxied,
                 d,
                 config_yaml=config,
                 leader_election=self.timings.election(),
+                extra_args=[f"--advertise_address=127.0.0.1:{ingress.port}"],
             )
+            ingress.upstream = ("127.0.0.1", daemon.port)  # restarts keep the port
             self.daemons.append(daemon)
             self._stack.callback(daemon.close)
         self.worker_target = asyncio.run(self._create_queue())
@@ -208,14 +224,22 @@ class ChaosCluster:
             f"{time.monotonic() - seeded:.1f} s"
         )
 
+    def worker_program(self, n: int) -> list[str]:
+        """Worker 1 is the Rust SDK's oracle worker when ``INFORMERD_RUST_ORACLE_WORKER`` names
+        it (``make chaos`` builds it), so that both SDKs' controllers share the queue; else both
+        are Python's."""
+        rust = os.environ.get(RUST_WORKER_ENV, "")
+        if n == 1 and rust:
+            return [rust]
+        return [sys.executable, str(WORKER)]
+
     def _spawn_worker(self, n: int) -> subprocess.Popen[bytes]:
         assert self.worker_target is not None
         with (self.workdir / f"worker{n}.log").open("ab") as log:
             return subprocess.Popen(
                 [
-                    sys.executable,
-                    str(WORKER),
-                    *("--target", self.worker_target.target),
+                    *self.worker_program(n),
+                    *("--target", self.advertised(self.worker_target)),
                     *("--namespace", NAMESPACE, "--queue", QUEUE),
                     *("--out", str(self.workdir / f"w{n}.rec")),  # appended to
                     *("--sleep", "0.02", "--concurrency", "4"),
@@ -306,13 +330,13 @@ class ChaosCluster:
     async def _create_queue(self) -> Daemon:
         """Creates the queue over the API through a follower (the call follows the leader);
         returns that follower, the workers' target."""
-        leader = await settled_leader(self.daemons, 120)
+        leader = await settled_leader(self.daemons, 120, self.advertised)
         follower = next(d for d in self.daemons if d is not leader)
         async with informerd.Client.connect(follower.target, timeout_s=20) as client:
             cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
             await cms.wait_for_sync(timeout_s=60)
             await client.queues.create(queue_spec(QUEUE, [object_source(cms)]))
-            assert client.leader_address == leader.target
+            assert client.leader_address == self.advertised(leader)
         # The leader kept the spec as a Queue object, for the next leaders.
         api = await self._kube_api()
         try:
@@ -324,6 +348,10 @@ class ChaosCluster:
         return follower
 
     # --- state ----------------------------------------------------------------------------
+
+    def advertised(self, daemon: Daemon) -> str:
+        """The address ``daemon`` advertises: its ingress proxy's."""
+        return f"127.0.0.1:{self.ingress[self.daemons.index(daemon)].port}"
 
     def running(self) -> list[Daemon]:
         return [d for d in self.daemons if d.proc is not None and d.proc.poll() is None]
@@ -350,7 +378,7 @@ class ChaosCluster:
 
     async def leader(self) -> Daemon:
         """The leader, once every running replica agrees on it."""
-        return await settled_leader(self.running(), timeout_s=120)
+        return await settled_leader(self.running(), timeout_s=120, advertised=self.advertised)
 
     async def replica(self, daemon: Daemon) -> informerd.Replica:
         info = await replica_info(daemon, timeout_s=5)
@@ -375,7 +403,7 @@ class ChaosCluster:
         a replica that is not running started again."""
         assert self.kube is not None
         os.kill(self.kube.pid, signal.SIGCONT)
-        for p in self.proxies:
+        for p in self.proxies + self.ingress:
             p.set_mode("pass")
         for d in self.daemons:
             d.send_signal(signal.SIGCONT)

@@ -14,10 +14,15 @@ machine). Kinds:
 - ``partition-leader`` / ``partition-follower``: that replica's proxy to the API server holds
   every byte both ways (its connections stay open and hang; the others' work);
 - ``reset-replica``: a replica's proxy resets every connection and refuses new ones;
+- ``cut-workers`` / ``reset-workers``: the leader's ingress proxy (its advertised address,
+  which the workers reach it through) holds every byte / resets every connection: the workers
+  are cut off from the leader, which still leads;
 - ``delete-lease``: the Lease deleted by hand, as an operator might;
 - ``list-burst``: a hostile client's burst of concurrent Lists at one replica;
-- ``hostile``: calls of methods that do not exist and EnsureInformer naming clusters that are
-  not configured (bounded in threads and series: items 11 and 14).
+- ``hostile``: calls of methods that do not exist, EnsureInformer naming clusters that are not
+  configured, a List with a selector of 131,072 terms, and Watch streams that never read, left
+  open until the next settle (bounded in threads, series, CPU and buffered bytes: items 11
+  and 14).
 
 What a worker pause would break is left out on purpose: a SIGSTOPped worker resumes inside a
 reconcile whose key the daemon has long given to another worker; only fencing tokens downstream
@@ -40,8 +45,10 @@ import grpc
 
 import informerd
 from informerd import ReplicaRole, kube
+from informerd.informers import Watch
 from informerd.testing import Daemon
 from tests.chaos.cluster import LEASE_NAME, LEASE_NAMESPACE, NAMESPACE, ChaosCluster, role_of
+from tests.chaos.proxy import FaultProxy, Mode
 
 KINDS = (
     "kill-leader",
@@ -54,6 +61,8 @@ KINDS = (
     "partition-leader",
     "partition-follower",
     "reset-replica",
+    "cut-workers",
+    "reset-workers",
     "delete-lease",
     "list-burst",
     "hostile",
@@ -123,10 +132,21 @@ def draw(rng: random.Random) -> Fault:
         "partition-leader": (2.0, 12.0),
         "partition-follower": (2.0, 8.0),
         "reset-replica": (0.5, 4.0),
+        "cut-workers": (2.0, 10.0),
+        "reset-workers": (0.5, 4.0),
         "kill-leader": (0.5, 3.0),
         "kill-follower": (0.5, 3.0),
     }.get(kind, (0.0, 0.0))
     return Fault(kind, rng.uniform(lo, hi), rng.randrange(1 << 16))
+
+
+async def _proxy_fault(proxy: FaultProxy, mode: Mode, duration_s: float) -> None:
+    """``proxy`` in ``mode`` for ``duration_s``, then passing again."""
+    proxy.set_mode(mode)
+    try:
+        await asyncio.sleep(duration_s)
+    finally:
+        proxy.set_mode("pass")
 
 
 def sample(daemon: Daemon) -> tuple[int, int]:
@@ -151,6 +171,9 @@ class Nemesis:
         self.rng = random.Random(seed)
         self.report = Report(seed, budget_s)
         self.started = time.monotonic()
+        # Watch streams of hostile clients that never read, closed at each settle.
+        self.idle_watches: list[Watch] = []
+        self.idle_clients: list[informerd.Client] = []
 
     async def _roles(self) -> tuple[Daemon | None, list[Daemon]]:
         running = self.cluster.running()
@@ -207,13 +230,16 @@ class Nemesis:
             finally:
                 os.kill(c.kube.pid, signal.SIGCONT)
         elif kind in ("partition-leader", "partition-follower", "reset-replica"):
+            # The replica's proxy to the API server.
             f.target = replica.identity
             proxy = c.proxies[c.daemons.index(replica)]
-            proxy.set_mode("reset" if kind == "reset-replica" else "hang")
-            try:
-                await asyncio.sleep(f.duration_s)
-            finally:
-                proxy.set_mode("pass")
+            await _proxy_fault(proxy, "reset" if kind == "reset-replica" else "hang", f.duration_s)
+        elif kind in ("cut-workers", "reset-workers"):
+            # The proxy in front of the leader's advertised address, which the workers use.
+            target = leader if leader is not None else replica
+            f.target = target.identity
+            proxy = c.ingress[c.daemons.index(target)]
+            await _proxy_fault(proxy, "reset" if kind == "reset-workers" else "hang", f.duration_s)
         elif kind == "delete-lease":
             f.target = f"{LEASE_NAMESPACE}/{LEASE_NAME}"
             api = await c._kube_api()
@@ -279,6 +305,15 @@ class Nemesis:
                     raise AssertionError(f"{method}: {code}, want one of {refused}")
         try:
             async with informerd.Client.connect(replica.target, timeout_s=5) as client:
+                cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
+                # A selector of 131,072 terms (item 14) is refused before it costs anything.
+                try:
+                    await cms.list(label_selector=",".join(f"k{i}=v" for i in range(1 << 17)))
+                except informerd.InvalidArgument:
+                    pass
+                else:
+                    raise AssertionError("a List with 131,072 selector terms was accepted")
+                await self._open_idle_watches(replica)
                 for i in range(calls):
                     try:
                         await client.informers.ensure(
@@ -291,6 +326,26 @@ class Nemesis:
                     raise AssertionError(f"EnsureInformer of cluster nope-{i} was accepted")
         except (informerd.Unavailable, informerd.Timeout):
             pass
+
+    async def _open_idle_watches(self, replica: Daemon, count: int = 4) -> None:
+        """Watchers that read their first event and then never again (their buffers bounded in
+        events and bytes), on a client of their own left open through the faults that follow,
+        until the next settle."""
+        client = informerd.Client.connect(replica.target, timeout_s=5)
+        self.idle_clients.append(client)
+        cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
+        for _ in range(count):
+            watch = cms.watch(buffer_size=1 << 20, reconnect=False)
+            await watch.__anext__()  # opened
+            self.idle_watches.append(watch)
+
+    async def _close_idle_watches(self) -> None:
+        for watch in self.idle_watches:
+            await watch.close()
+        for client in self.idle_clients:
+            await client.close()
+        self.idle_watches.clear()
+        self.idle_clients.clear()
 
     async def run(self, faults_per_settle: int = 8) -> Report:
         """Faults under churn until the budget is spent; after every ``faults_per_settle``
@@ -308,6 +363,7 @@ class Nemesis:
                     await self.cluster.heal()
                     await asyncio.sleep(self.rng.uniform(0.5, 3.0))
             await self.cluster.heal()
+            await self._close_idle_watches()
             await c.converge()
             self.report.settles += 1
             self._measure()

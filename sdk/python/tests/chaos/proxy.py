@@ -1,5 +1,6 @@
-"""A fault-injecting TCP proxy: one per informerd replica, between it and the kube-apiserver, so
-that the nemesis can cut one replica off from the API server while the others still reach it.
+"""A fault-injecting TCP proxy: one per informerd replica between it and the kube-apiserver, so
+that the nemesis can cut one replica off from the API server while the others still reach it,
+and one in front of each replica's gRPC port, between it and the workers.
 
 Why our own and not Toxiproxy: the faults needed are two (hang every byte both ways with the
 connections left open, as a partition does; reset every connection and refuse new ones, as a
@@ -8,6 +9,7 @@ the test process with no binary to build or fetch. It forwards bytes; it never p
 
     proxy = FaultProxy("127.0.0.1", 6443)   # listens on 127.0.0.1:proxy.port
     proxy.set_mode("hang")                  # "pass", "hang" or "reset"
+    proxy.upstream = ("127.0.0.1", 7470)    # where new connections go (may be set later)
     proxy.close()
 """
 
@@ -23,7 +25,7 @@ Mode = Literal["pass", "hang", "reset"]
 
 class FaultProxy:
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
-        self.upstream = (upstream_host, upstream_port)
+        self.upstream: tuple[str, int] = (upstream_host, upstream_port)
         self.mode: Mode = "pass"
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="proxy")

@@ -626,7 +626,9 @@ class WatchRequest(_message.Message):
     NAMESPACE_FIELD_NUMBER: _builtins.int
     informer_id: _builtins.str
     buffer_size: _builtins.int
-    """Events the server keeps for this subscriber before it re-snapshots; 0 means 4096."""
+    """Events the server keeps for this subscriber before it re-snapshots; 0 means 4096. The
+    server also re-snapshots a subscriber whose kept events reference more than 32 MiB.
+    """
     max_batch: _builtins.int
     """Events per response at most; 0 means 256."""
     include_old_object: _builtins.bool

@@ -9,30 +9,41 @@
 //! its Work stream broke ends with a `C` line instead (from the controller's `on_reconcile`
 //! hook). SIGTERM/SIGINT drain the controller; the process then exits 0.
 //!
+//! With `--record-versions` (the chaos tests) every line has two more fields, the stream's epoch
+//! and the object's resourceVersion: `S|E|C pid key token monotonic epoch rv`; before it exits
+//! the process writes `X pid refusals` (the outcomes the daemon refused, from the controller's
+//! `informerd_sdk_work_refusals_total`; each one is also logged with its key and token).
+//!
 //! ```text
 //! oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S]
-//!               [--concurrency N] [--hang-file PATH]
+//!               [--concurrency N] [--hang-file PATH] [--record-versions]
 //! ```
 
 mod common;
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use informerd::{Action, Context, Controller, ReconcileEventKind};
 use serde_json::Value;
 
 const USAGE: &str = "oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S] \
-                     [--concurrency N] [--hang-file PATH]";
+                     [--concurrency N] [--hang-file PATH] [--record-versions]";
+
+/// The epoch and resourceVersion of each running reconcile, by (key, token).
+type Versions = Mutex<HashMap<(String, u64), (u64, String)>>;
 
 struct Worker {
     out: File,
     pid: u32,
     sleep: Duration,
     hang_file: Option<PathBuf>,
+    /// With `--record-versions`.
+    versions: Option<Versions>,
 }
 
 /// CLOCK_MONOTONIC in seconds (shared by every process on the machine, unlike `Instant`'s
@@ -50,7 +61,19 @@ fn monotonic() -> f64 {
 
 impl Worker {
     fn record(&self, kind: &str, key: &str, token: u64) {
-        let line = format!("{kind} {} {key} {token} {:.6}\n", self.pid, monotonic());
+        let mut line = format!("{kind} {} {key} {token} {:.6}", self.pid, monotonic());
+        if let Some(versions) = &self.versions {
+            let mut versions = versions.lock().expect("the versions lock");
+            let k = (key.to_string(), token);
+            let (epoch, rv) = if kind == "S" {
+                versions.get(&k).cloned()
+            } else {
+                versions.remove(&k)
+            }
+            .unwrap_or((0, "-".to_string()));
+            line.push_str(&format!(" {epoch} {rv}"));
+        }
+        line.push('\n');
         // One write: O_APPEND makes it atomic with respect to the other workers' lines.
         let written = (&self.out)
             .write(line.as_bytes())
@@ -59,7 +82,17 @@ impl Worker {
     }
 }
 
-async fn reconcile(_: Arc<Value>, ctx: Context<Worker>) -> Result<Action, informerd::Error> {
+async fn reconcile(obj: Arc<Value>, ctx: Context<Worker>) -> Result<Action, informerd::Error> {
+    if let Some(versions) = &ctx.versions {
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("-")
+            .to_string();
+        versions
+            .lock()
+            .expect("the versions lock")
+            .insert((ctx.key().to_string(), ctx.token()), (ctx.epoch(), rv));
+    }
     ctx.record("S", ctx.key(), ctx.token());
     if ctx.hang_file.as_ref().is_some_and(|p| p.exists()) {
         futures::future::pending::<()>().await; // wedged mid-reconcile, until killed
@@ -80,10 +113,11 @@ async fn main() -> anyhow::Result<()> {
         "concurrency",
         "hang-file",
     ];
-    let mut f = common::or_exit(
-        "oracle_worker",
-        common::flags(std::env::args().skip(1), &names, USAGE),
-    );
+    // The one flag without a value.
+    let (record_versions, args): (Vec<String>, Vec<String>) = std::env::args()
+        .skip(1)
+        .partition(|a| a == "--record-versions");
+    let mut f = common::or_exit("oracle_worker", common::flags(args, &names, USAGE));
     let mut required = |name: &str| {
         f.remove(name)
             .ok_or_else(|| anyhow::anyhow!("--{name} is required\n{USAGE}"))
@@ -102,6 +136,7 @@ async fn main() -> anyhow::Result<()> {
         pid: std::process::id(),
         sleep: Duration::from_secs_f64(sleep),
         hang_file: f.remove("hang-file").map(PathBuf::from),
+        versions: (!record_versions.is_empty()).then(|| Mutex::new(HashMap::new())),
     });
     let observer = worker.clone();
     let client = informerd::Client::connect(
@@ -116,7 +151,25 @@ async fn main() -> anyhow::Result<()> {
                 observer.record("C", &e.key, e.token);
             }
         })
-        .run(reconcile, |_, _, _| Action::requeue_rate_limited(), worker)
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue_rate_limited(),
+            worker.clone(),
+        )
         .await?;
+    if worker.versions.is_some() {
+        let refusals: f64 = prometheus::gather()
+            .iter()
+            .filter(|family| family.name() == "informerd_sdk_work_refusals_total")
+            .flat_map(|family| {
+                family
+                    .get_metric()
+                    .iter()
+                    .map(|m| m.get_counter().get_value())
+            })
+            .sum();
+        let line = format!("X {} {}\n", worker.pid, refusals as u64);
+        (&worker.out).write_all(line.as_bytes())?;
+    }
     Ok(())
 }

@@ -21,6 +21,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "base/eventually.h"
+#include "base/sanitizers.h"
 #include "base/mutex.h"
 #include "client/client.h"
 #include "client/fake_apiserver.h"
@@ -861,11 +862,6 @@ class UnansweringServer {
   std::vector<std::pair<int, absl::Time>> held_ ABSL_GUARDED_BY(mu_);
 };
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 absl::Duration P99(std::vector<absl::Duration> v) {
   std::sort(v.begin(), v.end());

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "base/eventually.h"
+#include "base/sanitizers.h"
 #include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
@@ -45,11 +46,6 @@ using ::informerd::testing::WriteConfig;
 
 // Sanitizers hold freed memory back (ASan's quarantine) and slow everything down: under them the
 // churn runs fewer rounds and RSS is printed, not bounded.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);

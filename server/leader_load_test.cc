@@ -5,8 +5,8 @@
 // with qps 50 / burst 100 and 1,000 EnsureInformer calls, ~38 s, so the Lease ran out while the
 // replica still served Work streams.
 //
-// Scaled to the sanitizers: 200 informers at qps 10 / burst 20 queue ~40 s of requests in the
-// bucket (each informer lists and watches), ten times the renew deadline. Its own binary: it
+// Scaled to the sanitizers: 200 informers at qps 10 / burst 20 (5 / 20 under the sanitizers)
+// keep the bucket full for ~19 s (~38 s), six renew deadlines. Its own binary: it
 // serves the Queue resource on its fake API server, which daemon_test's leader tests must not.
 #include <signal.h>
 
@@ -69,7 +69,8 @@ TEST(LeaderLoadTest, RenewalsStayOnTimeWhileTheClustersRateLimitIsSaturated) {
       client::Client::Create({.config = SharedApiServer()->config(), .qps = 0}).value();
 
   constexpr int kInformers = 200;
-  // Under the sanitizers the daemon is several times slower: longer timings, the same margins.
+  // Under the sanitizers the daemon is several times slower: longer timings, the same margins
+  // (and half the rate, so that the backlog still lasts several renew deadlines).
   const absl::Duration renew_deadline = absl::Seconds(kSanitized ? 6 : 3);
   const std::vector<std::string> timings = {
       absl::StrCat("--leader_elect_lease_duration=", kSanitized ? "8s" : "4s"),
@@ -77,7 +78,8 @@ TEST(LeaderLoadTest, RenewalsStayOnTimeWhileTheClustersRateLimitIsSaturated) {
       "--leader_elect_retry_period=1s"};
   const std::string config = WriteConfig(
       "load", absl::StrCat("clusters: [{name: fake, kubeconfig: \"",
-                           SharedApiServer()->kubeconfig_path(), "\", qps: 10, burst: 20}]\n"));
+                           SharedApiServer()->kubeconfig_path(), "\", qps: ", kSanitized ? 5 : 10,
+                           ", burst: 20}]\n"));
   std::vector<std::string> flags = {"--config=" + config, "--leader_elect",
                                     "--leader_elect_resource_namespace=ha-load",
                                     "--leader_elect_resource_name=load",

@@ -794,7 +794,14 @@ void InformerServiceTest::ExpectANonReaderResnapshotted(uint32_t buffer_size) {
   request.set_buffer_size(buffer_size);
   request.set_max_batch(1);
   auto watch = OpenWatch(*stub_, request);
-  // Not reading: the server's writes stall while these changes arrive.
+  // The first event: the subscriber is registered (changes made before it would only be part
+  // of its initial list). From here on not reading: the server's writes stall while these
+  // changes arrive.
+  std::map<std::string, std::string> seen;  // key -> resourceVersion
+  v1::WatchEvent e;
+  ASSERT_TRUE(watch->Next(&e));
+  ASSERT_EQ(e.type(), v1::WatchEvent::ADDED);
+  seen[e.object().metadata().key()] = e.object().metadata().resource_version();
   absl::StatusOr<informer::testing::State> before = fixture_->ServerState();
   ASSERT_TRUE(before.ok());
   int changed = 0;
@@ -806,11 +813,9 @@ void InformerServiceTest::ExpectANonReaderResnapshotted(uint32_t buffer_size) {
   ASSERT_TRUE(fixture_->WaitConverged(*registry_->Find(id)).ok());
 
   // Now read everything: the end state must be the server's, with a RESNAPSHOT on the way.
-  std::map<std::string, std::string> seen;  // key -> resourceVersion
   bool resnapshot = false, synced = false;
   absl::StatusOr<informer::testing::State> want = fixture_->ServerState();
   ASSERT_TRUE(want.ok());
-  v1::WatchEvent e;
   auto matches = [&] {
     if (seen.size() != want->size()) return false;
     for (const auto& [key, state] : *want) {

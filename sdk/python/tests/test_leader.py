@@ -5,6 +5,7 @@ cancelling the reconciles of a broken stream at once."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import datetime
 import itertools
 import secrets
@@ -342,11 +343,17 @@ async def test_the_leader_is_reached_with_the_same_tls_options(
 async def test_without_a_known_leader_queue_calls_retry_within_their_deadline(
     replica_set: ReplicaSet, fake_apiserver: FakeApiServer
 ) -> None:
-    """A Lease held by a holder that advertises no address: the follower answers NOT_LEADER
+    """A Lease held by a live holder that advertises no address: the follower answers NOT_LEADER
     without one, and the client retries on it with backoff until its deadline; once the Lease
-    is gone the daemon leads and a waiting call goes through."""
+    is gone (and the holder's last lease has run out: it may still have been leading) the
+    daemon leads and a waiting call goes through."""
     leases = f"/apis/coordination.k8s.io/v1/namespaces/{HA_NAMESPACE}/leases"
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    lease_path = f"{leases}/{replica_set.election.name}"
+
+    def stamp() -> str:
+        return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+    now = stamp()
     fake_apiserver.request(
         "POST",
         leases,
@@ -356,13 +363,24 @@ async def test_without_a_known_leader_queue_calls_retry_within_their_deadline(
             "metadata": {"name": replica_set.election.name, "namespace": HA_NAMESPACE},
             "spec": {
                 "holderIdentity": "ghost",
-                "leaseDurationSeconds": 3600,
+                "leaseDurationSeconds": 10,
                 "acquireTime": now,
                 "renewTime": now,
                 "leaseTransitions": 0,
             },
         },
     )
+
+    async def ghost_renews() -> None:
+        """The ghost renews its Lease every second, as a live leader does."""
+        while True:
+            with contextlib.suppress(urllib.error.HTTPError):
+                lease = await asyncio.to_thread(fake_apiserver.request, "GET", lease_path)
+                lease["spec"]["renewTime"] = stamp()
+                await asyncio.to_thread(fake_apiserver.request, "PUT", lease_path, lease)
+            await asyncio.sleep(1)
+
+    ghost = asyncio.create_task(ghost_renews())
     (daemon,) = replica_set.start(1)
 
     async def follows_the_ghost() -> bool:
@@ -383,7 +401,10 @@ async def test_without_a_known_leader_queue_calls_retry_within_their_deadline(
         waiting = asyncio.create_task(client.queues.create(queue_spec("ha-noleader"), timeout_s=60))
         await asyncio.sleep(1)
         assert not waiting.done()
-        fake_apiserver.request("DELETE", f"{leases}/{replica_set.election.name}")
+        ghost.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ghost
+        fake_apiserver.request("DELETE", lease_path)
         info = await asyncio.wait_for(waiting, 60)
         assert info.spec.name == "ha-noleader"
         replica = await client.admin.get_replica()

@@ -239,18 +239,20 @@ async fn queue_calls_to_a_follower_go_to_the_leader_and_reads_stay() -> TestResu
 
 #[tokio::test]
 async fn without_a_known_leader_queue_calls_retry_within_their_deadline() -> TestResult {
-    // A Lease held by a holder that advertises no address: the follower answers NOT_LEADER
+    // A Lease held by a live holder that advertises no address: the follower answers NOT_LEADER
     // without one, and the client retries on it with backoff until its deadline; once the
-    // Lease is gone the daemon leads and a waiting call goes through.
+    // Lease is gone (and the holder's last lease has run out: it may still have been leading)
+    // the daemon leads and a waiting call goes through.
     let mut rs = ReplicaSet::new("ha-noleader").await;
     let leases = format!("/apis/coordination.k8s.io/v1/namespaces/{HA_NAMESPACE}/leases");
+    let lease_path = format!("{leases}/ha-noleader");
     let ghost = serde_json::json!({
         "apiVersion": "coordination.k8s.io/v1",
         "kind": "Lease",
         "metadata": {"name": "ha-noleader", "namespace": HA_NAMESPACE},
         "spec": {
             "holderIdentity": "ghost",
-            "leaseDurationSeconds": 3600,
+            "leaseDurationSeconds": 10,
             "acquireTime": "2026-01-01T00:00:00.000000Z",
             "renewTime": "2026-01-01T00:00:00.000000Z",
             "leaseTransitions": 0,
@@ -258,43 +260,63 @@ async fn without_a_known_leader_queue_calls_retry_within_their_deadline() -> Tes
     });
     rs.api.request("POST", &leases, Some(&ghost)).await?;
     rs.start(1).await;
-    let daemon = &rs.daemons[0];
-    wait_until(HANG, "the daemon following the ghost", || async {
-        replica_info(daemon)
-            .await
-            .is_some_and(|r| r.role == ReplicaRole::Follower && r.leader == "ghost")
-    })
-    .await?;
-
-    let client = client_of(daemon, Duration::from_secs(60));
-    let started = Instant::now();
-    let request = LenRequest {
-        queue: "ha-noleader".into(),
+    let rs = &rs;
+    // The ghost renews every second, as a live leader does (each write is a new
+    // resourceVersion: an observed renewal), until the Lease is deleted below.
+    let ghost_renews = async {
+        loop {
+            if let Ok(lease) = rs.api.request("GET", &lease_path, None).await {
+                let _ = rs.api.request("PUT", &lease_path, Some(&lease)).await;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
     };
-    let e = client
-        .leader_unary(
-            "Len",
-            Some(Duration::from_millis(1500)),
-            request,
-            |mut rpc, r| async move { rpc.len(r).await },
-        )
-        .await
-        .unwrap_err();
-    let elapsed = started.elapsed();
-    match &e {
-        Error::NotLeader {
-            leader,
-            leader_address,
-            ..
-        } => assert_eq!((leader.as_str(), leader_address.as_str()), ("ghost", "")),
-        other => panic!("want NotLeader, got {other:?}"),
-    }
-    // Retried (the first answer comes at once), and given up within the deadline.
-    assert!(
-        elapsed > Duration::from_millis(500) && elapsed < Duration::from_secs(10),
-        "{elapsed:?}"
-    );
-    assert_eq!(client.leader_address(), None);
+    let steps = async {
+        let daemon = &rs.daemons[0];
+        wait_until(HANG, "the daemon following the ghost", || async {
+            replica_info(daemon)
+                .await
+                .is_some_and(|r| r.role == ReplicaRole::Follower && r.leader == "ghost")
+        })
+        .await?;
+
+        let client = client_of(daemon, Duration::from_secs(60));
+        let started = Instant::now();
+        let request = LenRequest {
+            queue: "ha-noleader".into(),
+        };
+        let e = client
+            .leader_unary(
+                "Len",
+                Some(Duration::from_millis(1500)),
+                request,
+                |mut rpc, r| async move { rpc.len(r).await },
+            )
+            .await
+            .unwrap_err();
+        let elapsed = started.elapsed();
+        match &e {
+            Error::NotLeader {
+                leader,
+                leader_address,
+                ..
+            } => assert_eq!((leader.as_str(), leader_address.as_str()), ("ghost", "")),
+            other => panic!("want NotLeader, got {other:?}"),
+        }
+        // Retried (the first answer comes at once), and given up within the deadline.
+        assert!(
+            elapsed > Duration::from_millis(500) && elapsed < Duration::from_secs(10),
+            "{elapsed:?}"
+        );
+        assert_eq!(client.leader_address(), None);
+
+        Ok::<_, Box<dyn std::error::Error>>(client)
+    };
+    let client = tokio::select! {
+        _ = ghost_renews => unreachable!("the renewals loop for ever"),
+        client = steps => client?,
+    };
+    let daemon = &rs.daemons[0];
 
     let waiting = tokio::spawn({
         let client = client.clone();
@@ -302,9 +324,7 @@ async fn without_a_known_leader_queue_calls_retry_within_their_deadline() -> Tes
     });
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!waiting.is_finished());
-    rs.api
-        .request("DELETE", &format!("{leases}/ha-noleader"), None)
-        .await?;
+    rs.api.request("DELETE", &lease_path, None).await?;
     let info = bounded("the waiting create", waiting).await??;
     assert_eq!(info.spec.unwrap_or_default().name, "ha-noleader");
     let replica = client.admin().get_replica().await?;

@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "base/eventually.h"
@@ -26,6 +25,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "informerd/v1/informers.grpc.pb.h"
+#include "server/ha/leader_elector.h"
 #include "server/testing/daemon_process.h"
 
 namespace informerd {
@@ -35,25 +35,13 @@ using ::informerd::testing::DaemonProcess;
 using ::informerd::testing::SharedApiServer;
 using ::informerd::testing::WriteConfig;
 
-// The Lease's spec.renewTime and holderIdentity ("" when it cannot be read).
-struct LeaseState {
-  std::string renew_time;
-  std::string holder;
-};
-
-std::string Field(absl::string_view json, absl::string_view name) {
-  const std::string quoted = absl::StrCat("\"", name, "\":\"");
-  const size_t at = json.find(quoted);
-  if (at == absl::string_view::npos) return "";
-  const size_t start = at + quoted.size();
-  const size_t end = json.find('"', start);
-  return end == absl::string_view::npos ? "" : std::string(json.substr(start, end - start));
-}
-
-LeaseState ReadLease(client::Client& c) {
+// The Lease's spec.renewTime and holderIdentity (empty when it cannot be read), by the
+// elector's own parser.
+ha::LeaseRecord ReadLease(client::Client& c) {
   auto lease = c.Get({"coordination.k8s.io", "v1", "leases"}, "ha-load", "load");
   if (!lease.ok()) return {};
-  return {Field((*lease)->json(), "renewTime"), Field((*lease)->json(), "holderIdentity")};
+  absl::StatusOr<ha::LeaseRecord> record = ha::ParseLease((*lease)->json());
+  return record.ok() ? *std::move(record) : ha::LeaseRecord{};
 }
 
 constexpr absl::string_view kLeaderSeries = "informerd_leader{lease=\"ha-load/load\"}";
@@ -133,7 +121,7 @@ TEST(LeaderLoadTest, RenewalsStayOnTimeWhileTheClustersRateLimitIsSaturated) {
     }
     all_synced = true;
   });
-  LeaseState last = ReadLease(*c);
+  ha::LeaseRecord last = ReadLease(*c);
   absl::Time last_renewal = absl::Now();
   absl::Duration longest_gap = absl::ZeroDuration();
   int renewals = 0;
@@ -141,7 +129,7 @@ TEST(LeaderLoadTest, RenewalsStayOnTimeWhileTheClustersRateLimitIsSaturated) {
   std::vector<std::string> holders;
   while (!all_synced.load()) {
     absl::SleepFor(absl::Milliseconds(100));  // the sampling period, not a wait for an absence
-    const LeaseState now = ReadLease(*c);
+    const ha::LeaseRecord now = ReadLease(*c);
     if (now.holder != "loaded") holders.push_back(now.holder);
     if (!now.renew_time.empty() && now.renew_time != last.renew_time) {
       longest_gap = std::max(longest_gap, absl::Now() - last_renewal);

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -62,6 +63,18 @@ int64_t DaemonProcess::RssKb() const { return ProcStatusField(process->pid(), "V
 
 int DaemonProcess::Threads() const {
   return static_cast<int>(ProcStatusField(process->pid(), "Threads:"));
+}
+
+std::map<std::string, int> DaemonProcess::ThreadsByName() const {
+  std::map<std::string, int> names;
+  const std::string tasks = absl::StrCat("/proc/", process->pid(), "/task");
+  std::error_code error;
+  for (const auto& task : std::filesystem::directory_iterator(tasks, error)) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    if (std::getline(comm, name)) ++names[name];
+  }
+  return names;
 }
 
 double DaemonProcess::MetricValue(absl::string_view name) const {

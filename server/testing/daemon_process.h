@@ -14,6 +14,7 @@
 #define INFORMERD_SERVER_TESTING_DAEMON_PROCESS_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct DaemonProcess {
   // VmRSS and Threads of /proc/<pid>/status; -1 when unreadable.
   int64_t RssKb() const;
   int Threads() const;
+  // The daemon's threads by name (/proc/<pid>/task/*/comm): how many bear each name.
+  std::map<std::string, int> ThreadsByName() const;
   // The number of series lines of /metrics (neither comments nor blank); -1 on failure.
   int MetricsSeries() const;
   // The value of the series without labels `name` on /metrics (informerd_heap_in_use_bytes,

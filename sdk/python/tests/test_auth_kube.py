@@ -22,20 +22,30 @@ import statistics
 import sys
 import time
 import urllib.request
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
 import pytest
-import yaml
 from kubernetes_asyncio import config as kube_config
 
 import informerd
 from informerd import kube
 from informerd.testing import Daemon, KubeApiServer, eventually
 from informerd.testing.pki import KeyPair, Pki, jwt_parts, sign_jwt
+from tests.rbac import (
+    binding,
+    configmap,
+    group,
+    kubeconfig_token,
+    namespace,
+    role,
+    sa_token,
+    service_account,
+    user,
+)
 
 # The decision caches of the module's daemon: short, so revocation and outage are quick to see.
 TTL_S = 2.0
@@ -61,68 +71,6 @@ class Env:
     tls_args: list[str]
     admin_token: str  # the testing server's admin (system:masters)
     unprivileged_token: str  # a user without any RBAC binding
-
-
-def _token(kubeconfig: Path) -> str:
-    token: str = yaml.safe_load(kubeconfig.read_text())["users"][0]["user"]["token"]
-    return token
-
-
-def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
-
-
-def configmap(ns: str, name: str, labels: Mapping[str, str] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "labels": dict(labels or {})},
-        "data": {"k": name},
-    }
-
-
-def role(
-    ns: str, name: str, resources: Sequence[str], verbs: Sequence[str] = ("list", "watch")
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": name, "namespace": ns},
-        "rules": [{"apiGroups": [""], "resources": list(resources), "verbs": list(verbs)}],
-    }
-
-
-def binding(
-    ns: str, name: str, role_name: str, subjects: Sequence[Mapping[str, str]], *, cluster: bool
-) -> dict[str, Any]:
-    """A RoleBinding in ``ns`` (a ClusterRoleBinding when ``cluster``) of ``role_name`` (a Role in
-    ``ns``, or a ClusterRole when ``cluster``)."""
-    meta: dict[str, str] = {"name": name}
-    if not cluster:
-        meta["namespace"] = ns
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding" if cluster else "RoleBinding",
-        "metadata": meta,
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole" if cluster else "Role",
-            "name": role_name,
-        },
-        "subjects": [dict(s) for s in subjects],
-    }
-
-
-def service_account(ns: str, name: str) -> dict[str, str]:
-    return {"kind": "ServiceAccount", "name": name, "namespace": ns}
-
-
-def user(name: str) -> dict[str, str]:
-    return {"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": name}
-
-
-def group(name: str) -> dict[str, str]:
-    return {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": name}
 
 
 async def _seed(kube_server: KubeApiServer) -> None:
@@ -183,8 +131,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                 client_ca=client_ca,
                 other_ca=other_ca,
                 tls_args=tls_args,
-                admin_token=_token(kube_server.kubeconfig),
-                unprivileged_token=_token(kube_server.unprivileged_kubeconfig),
+                admin_token=kubeconfig_token(kube_server.kubeconfig),
+                unprivileged_token=kubeconfig_token(kube_server.unprivileged_kubeconfig),
             )
 
 
@@ -248,29 +196,6 @@ async def all_configmaps(admin: informerd.Client) -> informerd.Informer:
     informer = await admin.informers.ensure("v1", "ConfigMap")
     await informer.wait_for_sync(30)
     return informer
-
-
-async def sa_token(
-    kapi: Any, ns: str, name: str, *, audiences: Sequence[str] = (), seconds: int = 3600
-) -> str:
-    """A new token of service account ``ns/name`` (created if missing), from TokenRequest."""
-    await kube.apply_manifest(
-        kapi,
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name}},
-        namespace=ns,
-    )
-    answer = await kube.request(
-        kapi,
-        "POST",
-        f"/api/v1/namespaces/{ns}/serviceaccounts/{name}/token",
-        body={
-            "apiVersion": "authentication.k8s.io/v1",
-            "kind": "TokenRequest",
-            "spec": {"audiences": list(audiences), "expirationSeconds": seconds},
-        },
-    )
-    token: str = answer["status"]["token"]
-    return token
 
 
 _CLASSES: dict[grpc.StatusCode, type[informerd.InformerdError]] = {

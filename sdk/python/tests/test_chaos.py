@@ -1,7 +1,8 @@
 """Chaos end to end (issue 14): a replica set under faults, on real processes only.
 
 One cluster serves the module (tests/chaos/cluster.py): a real kube-apiserver (testing/kube)
-with the Queue CRD, three informerd replicas on one Lease, a queue created over the API and
+with the Queue CRD, three informerd replicas on one Lease (TLS, every call authenticated and
+authorized against the API server, as in production), a queue created over the API and
 bound to an informer of 1,000 ConfigMaps, two oracle worker processes (SDK controllers) whose
 configured target is a replica that does not lead (they follow the leader), and a churn process
 changing random ConfigMaps (30/s) during each scenario. Each scenario starts from three running
@@ -20,7 +21,8 @@ number of ConfigMaps (default 1,000).
 
 Last, the randomized nemesis (tests/chaos/nemesis.py, issue 27): faults of 15 kinds drawn from
 CHAOS_SEED for CHAOS_MINUTES (``make test``: seed 27 for 2 minutes), settling every 8 faults,
-the same oracle plus bounds on the daemons' threads and resident memory.
+the same oracle plus bounds on the daemons' threads and resident memory, and a tenant
+(tests/chaos/tenant.py) reading and attacking beside it that must never read outside its RBAC.
 """
 
 from __future__ import annotations
@@ -41,7 +43,6 @@ from pathlib import Path
 
 import pytest
 
-import informerd
 from informerd import ReplicaRole
 from informerd.testing import Daemon, repo_root
 from tests.chaos.cluster import (
@@ -49,7 +50,6 @@ from tests.chaos.cluster import (
     NAMESPACE,
     SHORT,
     ChaosCluster,
-    role_of,
     until,
 )
 from tests.chaos.nemesis import Nemesis
@@ -213,7 +213,7 @@ async def test_an_apiserver_outage_of_20s_under_load_converges(cluster: ChaosClu
         os.kill(cluster.kube.pid, signal.SIGSTOP)
         try:
             while time.monotonic() < stopped_at + APISERVER_STOP_S:
-                roles = await asyncio.gather(*(role_of(d) for d in cluster.daemons))
+                roles = await asyncio.gather(*(cluster.access.role_of(d) for d in cluster.daemons))
                 now = time.monotonic()
                 leading += [
                     (now, d.identity)
@@ -257,7 +257,7 @@ async def test_reads_from_followers_equal_the_leaders(cluster: ChaosCluster) -> 
     ids: dict[str, str] = {}
 
     async def listed(daemon: Daemon) -> dict[str, str]:
-        async with informerd.Client.connect(daemon.target, timeout_s=20) as client:
+        async with cluster.access.connect(daemon.target, timeout_s=20) as client:
             cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
             ids[daemon.identity] = cms.id
             objects = await cms.list()
@@ -360,6 +360,11 @@ async def test_a_randomized_nemesis_breaks_no_promise(cluster: ChaosCluster) -> 
     print(
         f"nemesis: {len(report.faults)} faults of {len(report.counts())} kinds "
         f"{report.counts()}, {report.settles} settles, daemon threads <= {report.max_threads}, "
-        f"RSS <= {report.max_rss_bytes >> 20} MiB; oracle: {summary} -> {out}"
+        f"RSS <= {report.max_rss_bytes >> 20} MiB; oracle: {summary}; tenant: "
+        f"{report.tenant.rounds} rounds, {report.tenant.objects_read} objects read, "
+        f"{sum(report.tenant.refused.values())} attacks refused, "
+        f"{sum(report.tenant.unanswered.values())} calls unanswered -> {out}"
     )
     assert report.faults
+    # The tenant's attacks were answered, not only left unanswered by faults.
+    assert sum(report.tenant.refused.values()) > 0, report.tenant

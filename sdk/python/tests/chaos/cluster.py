@@ -5,6 +5,13 @@ controllers) on a replica that does not lead, and a churn process. Each replica 
 ingress proxy in front of its gRPC port, which it advertises: the workers reach the leader
 through it, so the nemesis can cut the workers off from the leader alone.
 
+The replicas run as in production: TLS, every caller authenticated by TokenReview and
+authorized by SubjectAccessReview against the API server (through the same proxies, so the
+faults reach the reviews too), with the default decision caches. Every caller has its own
+identity: the harness is the cluster's admin, the workers a service account bound to the
+ConfigMaps of their namespace and their queue, and a tenant (tenant.py) a service account bound
+to its own namespace and queue only.
+
 Every process is real and is stopped by its pid: the daemons and workers are children; the
 kube-apiserver is not (``KubeApiServer.close`` signals its pid).
 """
@@ -30,13 +37,31 @@ import informerd
 from informerd import ReplicaRole, kube
 from informerd.queues import object_source, queue_spec
 from informerd.testing import Daemon, KubeApiServer, LeaderElection, eventually, repo_root
+from informerd.testing.pki import Pki
 from tests.chaos.oracle import Records
 from tests.chaos.proxy import FaultProxy
+from tests.rbac import (
+    binding,
+    configmap,
+    kubeconfig_token,
+    namespace,
+    queue_role,
+    role,
+    sa_token,
+    service_account,
+)
 
 NAMESPACE = "chaos"
 LEASE_NAMESPACE = "informerd"
 LEASE_NAME = "chaos"
 QUEUE = "chaos"
+# The workers' service account (in NAMESPACE).
+WORKER_ACCOUNT = "worker"
+# A tenant sharing the daemons: a service account allowed its own namespace and queue only.
+TENANT_NAMESPACE = "tenant"
+TENANT_ACCOUNT = "intruder"
+TENANT_QUEUE = "tenant-q"
+TENANT_OBJECTS = 20
 INFORMER_ALIAS = "chaos-configmaps"
 WORKER = Path(__file__).parents[1] / "workers" / "oracle_worker.py"
 CHURN = Path(__file__).parent / "churn.py"
@@ -107,21 +132,37 @@ async def until(
         raise AssertionError(f"{e}. {detail()}") from None
 
 
-async def replica_info(daemon: Daemon, timeout_s: float = 2) -> informerd.Replica | None:
-    """The daemon's Admin.GetReplica, or None when it does not answer (stopped, or dead)."""
-    async with informerd.Client.connect(daemon.target, timeout_s=timeout_s) as client:
-        try:
-            return await client.admin.get_replica()
-        except (informerd.Unavailable, informerd.Timeout):
-            return None
+@dataclass(frozen=True)
+class Access:
+    """How a caller reaches the replicas: TLS verified against the test CA, and a bearer token
+    (the cluster admin's unless another is given)."""
 
+    ca: Path
+    token: str
 
-async def role_of(daemon: Daemon) -> ReplicaRole | None:
-    info = await replica_info(daemon, timeout_s=1)
-    return None if info is None else info.role
+    def connect(
+        self, target: str, timeout_s: float = 10, token: str | None = None
+    ) -> informerd.Client:
+        return informerd.Client.connect(
+            target, root_certificates=self.ca, token=token or self.token, timeout_s=timeout_s
+        )
+
+    async def replica_info(self, daemon: Daemon, timeout_s: float = 2) -> informerd.Replica | None:
+        """The daemon's Admin.GetReplica, or None when it does not answer (stopped, or dead,
+        or unable to review the call: its API server out of reach and the decision not cached)."""
+        async with self.connect(daemon.target, timeout_s=timeout_s) as client:
+            try:
+                return await client.admin.get_replica()
+            except (informerd.Unavailable, informerd.Timeout):
+                return None
+
+    async def role_of(self, daemon: Daemon) -> ReplicaRole | None:
+        info = await self.replica_info(daemon, timeout_s=1)
+        return None if info is None else info.role
 
 
 async def settled_leader(
+    access: Access,
     daemons: list[Daemon],
     timeout_s: float,
     advertised: Callable[[Daemon], str] = lambda d: d.target,
@@ -131,7 +172,7 @@ async def settled_leader(
     leaders: list[Daemon] = []
 
     async def settled() -> bool:
-        infos = await asyncio.gather(*(replica_info(d) for d in daemons))
+        infos = await asyncio.gather(*(access.replica_info(d) for d in daemons))
         if any(i is None for i in infos):
             return False
         leaders[:] = [
@@ -163,6 +204,12 @@ class ChaosCluster:
         self.worker_target: Daemon | None = None
         self.records = Records([workdir / "w0.rec", workdir / "w1.rec"])
         self.churns = 0
+        # The harness's access (the cluster admin) and the credentials it hands out, once the
+        # API server runs.
+        self.access = Access(Path(), "")
+        self.worker_token_file = workdir / "worker.token"
+        self.tenant_token = ""
+        self.informer_id = ""  # the workers' informer, once the queue is made
         self._stack = contextlib.ExitStack()
 
     # --- start and stop ---------------------------------------------------------------------
@@ -178,6 +225,10 @@ class ChaosCluster:
         started = time.monotonic()
         self.kube = KubeApiServer.start(self.workdir / "kube")
         self._stack.callback(self._close_kube)
+        pki = Pki(self.workdir / "pki")
+        ca = pki.ca("ca")
+        serving = pki.server_cert("replicas", ca)  # 127.0.0.1: every replica and proxy
+        self.access = Access(ca.cert, kubeconfig_token(self.kube.kubeconfig))
         asyncio.run(self._seed())
         seeded = time.monotonic()
         config = (
@@ -208,7 +259,12 @@ class ChaosCluster:
                 d,
                 config_yaml=config,
                 leader_election=self.timings.election(),
-                extra_args=[f"--advertise_address=127.0.0.1:{ingress.port}"],
+                extra_args=[
+                    f"--advertise_address=127.0.0.1:{ingress.port}",
+                    f"--tls_cert={serving.cert}",
+                    f"--tls_key={serving.key}",
+                ],
+                insecure=False,
             )
             ingress.upstream = ("127.0.0.1", daemon.port)  # restarts keep the port
             self.daemons.append(daemon)
@@ -240,6 +296,7 @@ class ChaosCluster:
                 [
                     *self.worker_program(n),
                     *("--target", self.advertised(self.worker_target)),
+                    *("--ca", str(self.access.ca), "--token-file", str(self.worker_token_file)),
                     *("--namespace", NAMESPACE, "--queue", QUEUE),
                     *("--out", str(self.workdir / f"w{n}.rec")),  # appended to
                     *("--sleep", "0.02", "--concurrency", "4"),
@@ -300,13 +357,62 @@ class ChaosCluster:
             root = repo_root(Path(__file__))
             assert root is not None
             await kube.apply_manifest(api, root / "deploy" / "crd" / "queues.informerd.io.yaml")
-            for ns in (LEASE_NAMESPACE, NAMESPACE):
+            for ns in (LEASE_NAMESPACE, NAMESPACE, TENANT_NAMESPACE):
                 await kube.apply(
-                    api,
-                    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}},
-                    field_manager="chaos-test",
-                    resource=NAMESPACES,
+                    api, namespace(ns), field_manager="chaos-test", resource=NAMESPACES
                 )
+            await kube.apply_manifest(
+                api,
+                [
+                    # The workers: the ConfigMaps of their namespace and their queue (the
+                    # controllers make sure it exists with UpdateQueue(allow_missing)).
+                    role(NAMESPACE, "configmaps", ["configmaps"], ["get", "list", "watch"]),
+                    binding(
+                        NAMESPACE,
+                        "workers",
+                        "configmaps",
+                        [service_account(NAMESPACE, WORKER_ACCOUNT)],
+                        cluster=False,
+                    ),
+                    queue_role("chaos-workers", [QUEUE], ["get", "work", "update", "create"]),
+                    binding(
+                        "",
+                        "chaos-workers",
+                        "chaos-workers",
+                        [service_account(NAMESPACE, WORKER_ACCOUNT)],
+                        cluster=True,
+                    ),
+                    # The tenant: its own namespace's ConfigMaps and its own queue.
+                    role(TENANT_NAMESPACE, "configmaps", ["configmaps"], ["get", "list", "watch"]),
+                    binding(
+                        TENANT_NAMESPACE,
+                        "tenant",
+                        "configmaps",
+                        [service_account(TENANT_NAMESPACE, TENANT_ACCOUNT)],
+                        cluster=False,
+                    ),
+                    queue_role(
+                        "tenant", [TENANT_QUEUE], ["get", "work", "update", "create", "delete"]
+                    ),
+                    binding(
+                        "",
+                        "tenant",
+                        "tenant",
+                        [service_account(TENANT_NAMESPACE, TENANT_ACCOUNT)],
+                        cluster=True,
+                    ),
+                    *(
+                        configmap(TENANT_NAMESPACE, f"tenant-{i:02d}")
+                        for i in range(TENANT_OBJECTS)
+                    ),
+                ],
+            )
+            # Tokens for the whole run (the workers re-read their file; it does not rotate).
+            day = 24 * 3600
+            self.worker_token_file.write_text(
+                await sa_token(api, NAMESPACE, WORKER_ACCOUNT, seconds=day)
+            )
+            self.tenant_token = await sa_token(api, TENANT_NAMESPACE, TENANT_ACCOUNT, seconds=day)
             gate = asyncio.Semaphore(16)
 
             async def create(i: int) -> None:
@@ -330,11 +436,12 @@ class ChaosCluster:
     async def _create_queue(self) -> Daemon:
         """Creates the queue over the API through a follower (the call follows the leader);
         returns that follower, the workers' target."""
-        leader = await settled_leader(self.daemons, 120, self.advertised)
+        leader = await settled_leader(self.access, self.daemons, 120, self.advertised)
         follower = next(d for d in self.daemons if d is not leader)
-        async with informerd.Client.connect(follower.target, timeout_s=20) as client:
+        async with self.access.connect(follower.target, timeout_s=20) as client:
             cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
             await cms.wait_for_sync(timeout_s=60)
+            self.informer_id = cms.id
             await client.queues.create(queue_spec(QUEUE, [object_source(cms)]))
             assert client.leader_address == self.advertised(leader)
         # The leader kept the spec as a Queue object, for the next leaders.
@@ -378,10 +485,12 @@ class ChaosCluster:
 
     async def leader(self) -> Daemon:
         """The leader, once every running replica agrees on it."""
-        return await settled_leader(self.running(), timeout_s=120, advertised=self.advertised)
+        return await settled_leader(
+            self.access, self.running(), timeout_s=120, advertised=self.advertised
+        )
 
     async def replica(self, daemon: Daemon) -> informerd.Replica:
-        info = await replica_info(daemon, timeout_s=5)
+        info = await self.access.replica_info(daemon, timeout_s=5)
         assert info is not None, f"{daemon.identity} does not answer"
         return info
 
@@ -426,7 +535,7 @@ class ChaosCluster:
         return leader
 
     async def workers_attached(self, leader: Daemon) -> None:
-        async with informerd.Client.connect(leader.target, timeout_s=5) as client:
+        async with self.access.connect(leader.target, timeout_s=5) as client:
 
             async def attached() -> bool:
                 try:
@@ -453,7 +562,7 @@ class ChaosCluster:
             return f"{len(left)} not reconciled at their last version, e.g. {left[:5]}"
 
         await until(reconciled, "every object reconciled after its last change", timeout_s, missing)
-        async with informerd.Client.connect(leader.target, timeout_s=5) as client:
+        async with self.access.connect(leader.target, timeout_s=5) as client:
 
             async def idle() -> bool:
                 s = (await client.queues.get(QUEUE)).state
@@ -524,7 +633,7 @@ class ChaosCluster:
         found: list[Daemon] = []
 
         async def any_has_it() -> bool:
-            roles = await asyncio.gather(*(role_of(d) for d in candidates))
+            roles = await asyncio.gather(*(self.access.role_of(d) for d in candidates))
             found[:] = [d for d, r in zip(candidates, roles, strict=True) if r == role]
             return bool(found)
 

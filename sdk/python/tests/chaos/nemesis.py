@@ -19,10 +19,14 @@ machine). Kinds:
   are cut off from the leader, which still leads;
 - ``delete-lease``: the Lease deleted by hand, as an operator might;
 - ``list-burst``: a hostile client's burst of concurrent Lists at one replica;
-- ``hostile``: calls of methods that do not exist, EnsureInformer naming clusters that are not
-  configured, a List with a selector of 131,072 terms, and Watch streams that never read, left
-  open until the next settle (bounded in threads, series, CPU and buffered bytes: items 11
-  and 14).
+- ``hostile``: calls of methods that do not exist (with made-up tokens), EnsureInformer naming
+  clusters that are not configured, a List with a selector of 131,072 terms, and Watch streams
+  that never read, left open until the next settle (bounded in threads, series, CPU and
+  buffered bytes: items 11 and 14), and a round of the tenant's attacks at that replica.
+
+Beside the faults, the whole run long, a tenant (tenant.py: a service account allowed its own
+namespace and queue only) reads and attacks a random replica about once a second: the oracle
+also checks that it never read outside its RBAC.
 
 What a worker pause would break is left out on purpose: a SIGSTOPped worker resumes inside a
 reconcile whose key the daemon has long given to another worker; only fencing tokens downstream
@@ -32,6 +36,7 @@ can order those, and the oracle checks those tokens separately (they rise per ke
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -47,8 +52,9 @@ import informerd
 from informerd import ReplicaRole, kube
 from informerd.informers import Watch
 from informerd.testing import Daemon
-from tests.chaos.cluster import LEASE_NAME, LEASE_NAMESPACE, NAMESPACE, ChaosCluster, role_of
+from tests.chaos.cluster import LEASE_NAME, LEASE_NAMESPACE, NAMESPACE, ChaosCluster
 from tests.chaos.proxy import FaultProxy, Mode
+from tests.chaos.tenant import Tenant, TenantReport
 
 KINDS = (
     "kill-leader",
@@ -92,6 +98,7 @@ class Report:
     settles: int = 0
     max_threads: int = 0
     max_rss_bytes: int = 0
+    tenant: TenantReport = field(default_factory=TenantReport)
 
     def counts(self) -> dict[str, int]:
         return dict(sorted(Counter(f.kind for f in self.faults).items()))
@@ -109,6 +116,7 @@ class Report:
                 "max_daemon_threads": self.max_threads,
                 "max_daemon_rss_bytes": self.max_rss_bytes,
                 "oracle": oracle,
+                "tenant": self.tenant.to_dict(),
                 "schedule": [
                     {
                         "kind": f.kind,
@@ -174,10 +182,14 @@ class Nemesis:
         # Watch streams of hostile clients that never read, closed at each settle.
         self.idle_watches: list[Watch] = []
         self.idle_clients: list[informerd.Client] = []
+        self.tenant = Tenant(cluster.access, cluster.tenant_token, cluster.informer_id)
+        self.report.tenant = self.tenant.report
+        # The tenant's own draws, apart from the schedule's: a seed names the same faults.
+        self.tenant_rng = random.Random(seed + 1)
 
     async def _roles(self) -> tuple[Daemon | None, list[Daemon]]:
         running = self.cluster.running()
-        roles = await asyncio.gather(*(role_of(d) for d in running))
+        roles = await asyncio.gather(*(self.cluster.access.role_of(d) for d in running))
         leaders = [d for d, r in zip(running, roles, strict=True) if r == ReplicaRole.LEADER]
         leader = leaders[0] if len(leaders) == 1 else None
         return leader, [d for d in self.cluster.daemons if d is not leader]
@@ -268,7 +280,7 @@ class Nemesis:
     async def _list_burst(self, replica: Daemon, lists: int = 100) -> None:
         with_errors = 0
         try:
-            async with informerd.Client.connect(replica.target, timeout_s=10) as client:
+            async with self.cluster.access.connect(replica.target, timeout_s=10) as client:
                 cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
                 gate = asyncio.Semaphore(25)
 
@@ -285,9 +297,11 @@ class Nemesis:
             pass  # the replica went away under another fault's after-effects: not a finding
 
     async def _hostile(self, replica: Daemon, calls: int = 100) -> None:
-        async with grpc.aio.insecure_channel(replica.target) as channel:
+        credentials = grpc.ssl_channel_credentials(self.cluster.access.ca.read_bytes())
+        async with grpc.aio.secure_channel(replica.target, credentials) as channel:
             refused = (
                 grpc.StatusCode.UNIMPLEMENTED,
+                grpc.StatusCode.UNAUTHENTICATED,
                 grpc.StatusCode.UNAVAILABLE,
                 grpc.StatusCode.DEADLINE_EXCEEDED,
             )
@@ -296,15 +310,17 @@ class Nemesis:
                 call = channel.unary_unary(
                     method, request_serializer=bytes, response_deserializer=bytes
                 )
+                forged = f"Bearer {self.rng.randbytes(24).hex()}"
                 code = None
                 try:
-                    await call(b"", timeout=2)
+                    await call(b"", timeout=2, metadata=(("authorization", forged),))
                 except grpc.aio.AioRpcError as e:
                     code = e.code()
                 if code not in refused:
                     raise AssertionError(f"{method}: {code}, want one of {refused}")
+        await self.tenant.round(replica.target, self.tenant_rng)
         try:
-            async with informerd.Client.connect(replica.target, timeout_s=5) as client:
+            async with self.cluster.access.connect(replica.target, timeout_s=5) as client:
                 cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
                 # A selector of 131,072 terms (item 14) is refused before it costs anything.
                 try:
@@ -331,7 +347,7 @@ class Nemesis:
         """Watchers that read their first event and then never again (their buffers bounded in
         events and bytes), on a client of their own left open through the faults that follow,
         until the next settle."""
-        client = informerd.Client.connect(replica.target, timeout_s=5)
+        client = self.cluster.access.connect(replica.target, timeout_s=5)
         self.idle_clients.append(client)
         cms = await client.informers.ensure("v1", "ConfigMap", namespace=NAMESPACE)
         for _ in range(count):
@@ -354,17 +370,37 @@ class Nemesis:
         oracle holding over everything recorded so far."""
         c = self.cluster
         deadline = self.started + self.report.budget_s
-        while time.monotonic() < deadline:
-            async with c.churning():
-                for _ in range(faults_per_settle):
-                    if time.monotonic() >= deadline:
-                        break
-                    await self.apply(draw(self.rng))
-                    await self.cluster.heal()
-                    await asyncio.sleep(self.rng.uniform(0.5, 3.0))
-            await self.cluster.heal()
-            await self._close_idle_watches()
-            await c.converge()
-            self.report.settles += 1
-            self._measure()
+        tenant = asyncio.create_task(self._tenant_rounds())
+        try:
+            while time.monotonic() < deadline:
+                async with c.churning():
+                    for _ in range(faults_per_settle):
+                        if time.monotonic() >= deadline:
+                            break
+                        await self.apply(draw(self.rng))
+                        await self.cluster.heal()
+                        await asyncio.sleep(self.rng.uniform(0.5, 3.0))
+                await self.cluster.heal()
+                await self._close_idle_watches()
+                await c.converge()
+                if tenant.done():
+                    tenant.result()  # its failure, raised here
+                self.tenant.check()
+                self.report.settles += 1
+                self._measure()
+        finally:
+            tenant.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await tenant
+        self.tenant.check()
         return self.report
+
+    async def _tenant_rounds(self, interval_s: float = 1.0) -> None:
+        """The tenant's reads and attacks at a random running replica, about every
+        ``interval_s``, whatever fault is on, until cancelled."""
+        while True:
+            running = self.cluster.running()
+            if running:
+                replica = running[self.tenant_rng.randrange(len(running))]
+                await self.tenant.round(replica.target, self.tenant_rng)
+            await asyncio.sleep(interval_s)

@@ -5,7 +5,9 @@ an end line (``S|E pid key token monotonic``, one ``write`` each on an O_APPEND 
 of concurrent reconciles never interleave) to ``--out``, sleeping ``--sleep`` seconds between
 (forever once ``--hang-file`` exists). A reconcile cancelled because its Work stream broke
 ends with a ``C`` line instead (from the controller's ``on_reconcile`` hook).
-SIGTERM/SIGINT drain the controller; the process then exits 0.
+SIGTERM/SIGINT drain the controller; the process then exits 0. ``--ca`` (a PEM file) connects
+with TLS verified against it, ``--token-file`` sends the file's bearer token (re-read as it
+rotates).
 
 With ``--record-versions`` (the chaos tests) every line has two more fields, the stream's epoch
 and the object's resourceVersion (``-`` for a deleted object): ``S|E|C pid key token monotonic
@@ -21,6 +23,7 @@ import logging
 import os
 import sys
 import time
+from pathlib import Path
 
 from prometheus_client import REGISTRY
 
@@ -40,6 +43,8 @@ def main() -> int:
     # for the kill test: the kill then surely lands mid-reconcile, however loaded the machine).
     p.add_argument("--hang-file", default="")
     p.add_argument("--record-versions", action="store_true")
+    p.add_argument("--ca", default="")
+    p.add_argument("--token-file", default="")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     fd = os.open(args.out, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -86,7 +91,12 @@ def main() -> int:
         record("E", ctx)
 
     async def run() -> None:
-        async with informerd.Client.connect(args.target, timeout_s=20) as client:
+        async with informerd.Client.connect(
+            args.target,
+            root_certificates=Path(args.ca) if args.ca else None,
+            token_file=args.token_file or None,
+            timeout_s=20,
+        ) as client:
             ctl = Controller(args.queue, client, concurrency=args.concurrency, on_reconcile=observe)
             ctl.for_("v1", "ConfigMap", namespace=args.namespace)
             await ctl.run(reconcile, shutdown_on_signal=True)

@@ -7,7 +7,8 @@
 //! Python's `time.monotonic()` reads, so records of both languages compare) to `--out`, sleeping
 //! `--sleep` seconds between (forever once `--hang-file` exists). A reconcile cancelled because
 //! its Work stream broke ends with a `C` line instead (from the controller's `on_reconcile`
-//! hook). SIGTERM/SIGINT drain the controller; the process then exits 0.
+//! hook). SIGTERM/SIGINT drain the controller; the process then exits 0. `--ca` (a PEM file)
+//! connects with TLS verified against it, `--token-file` sends the file's bearer token.
 //!
 //! With `--record-versions` (the chaos tests) every line has two more fields, the stream's epoch
 //! and the object's resourceVersion: `S|E|C pid key token monotonic epoch rv`; before it exits
@@ -16,7 +17,8 @@
 //!
 //! ```text
 //! oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S]
-//!               [--concurrency N] [--hang-file PATH] [--record-versions]
+//!               [--concurrency N] [--hang-file PATH] [--record-versions] [--ca PEM]
+//!               [--token-file PATH]
 //! ```
 
 mod common;
@@ -32,7 +34,8 @@ use informerd::{Action, Context, Controller, ReconcileEventKind};
 use serde_json::Value;
 
 const USAGE: &str = "oracle_worker --target ADDR --namespace NS --queue Q --out FILE [--sleep S] \
-                     [--concurrency N] [--hang-file PATH] [--record-versions]";
+                     [--concurrency N] [--hang-file PATH] [--record-versions] [--ca PEM] \
+                     [--token-file PATH]";
 
 /// The epoch and resourceVersion of each running reconcile, by (key, token).
 type Versions = Mutex<HashMap<(String, u64), (u64, String)>>;
@@ -112,6 +115,8 @@ async fn main() -> anyhow::Result<()> {
         "sleep",
         "concurrency",
         "hang-file",
+        "ca",
+        "token-file",
     ];
     // The one flag without a value.
     let (record_versions, args): (Vec<String>, Vec<String>) = std::env::args()
@@ -139,9 +144,14 @@ async fn main() -> anyhow::Result<()> {
         versions: (!record_versions.is_empty()).then(|| Mutex::new(HashMap::new())),
     });
     let observer = worker.clone();
-    let client = informerd::Client::connect(
-        informerd::ConnectOptions::new(target).timeout(Duration::from_secs(20)),
-    )?;
+    let mut options = informerd::ConnectOptions::new(target).timeout(Duration::from_secs(20));
+    if let Some(ca) = f.remove("ca") {
+        options = options.ca_pem(std::fs::read(&ca)?);
+    }
+    if let Some(token_file) = f.remove("token-file") {
+        options = options.token_file(token_file);
+    }
+    let client = informerd::Client::connect(options)?;
     Controller::<Value>::for_kind(client, &queue, "v1", "ConfigMap")
         .namespace(namespace)
         .concurrency(concurrency)

@@ -1,8 +1,11 @@
 // Command lines through Abseil's flags, in one style for every informerd binary: flags defined
-// with ABSL_FLAG, `--help` (and `--helpfull`, `--help=substring`) generated from the definitions,
-// `--flagfile=PATH` (one flag per line), `--fromenv`, `--undefok`, and errors in Abseil's words:
+// with ABSL_FLAG (underscores) and given as Kubernetes components spell theirs, with dashes
+// (`--leader-elect-lease-duration=15s`; the underscored spelling is accepted too), `--help`
+// (or `-h`) generated from the definitions in the dashed spelling, `--helpfull` and
+// `--help=substring` as Abseil prints them, `--flagfile=PATH` (one flag per line, in Abseil's
+// spelling), `--fromenv`, `--undefok`, and errors in Abseil's words:
 //
-//   ERROR: Unknown command line flag 'informer'
+//   ERROR: Unknown command line flag 'informer'. Did you mean --informers?
 //   ERROR: Illegal value 'x' specified for flag 'informers'
 //   ERROR: Illegal value '0' specified for flag 'informers': expected 1..100000
 //
@@ -38,6 +41,15 @@ namespace informerd {
 // given, which receives them.
 void ParseFlags(int argc, char** argv, absl::string_view usage,
                 std::vector<std::string>* positional = nullptr);
+
+// The command line `args` (argv[0] first) with each flag's name in Abseil's spelling: dashes in
+// a name that is a defined flag's with underscores become underscores ("--leader-elect" becomes
+// "--leader_elect"); values, arguments that are not flags and everything after "--" are left
+// as they are. A name no flag has ends the process with the error above, naming the closest
+// flag when one is near (unless --undefok is given, which Abseil then applies); --help, -h
+// and --helpshort print `usage` and the flags and exit 0.
+std::vector<std::string> KubernetesSpelling(const std::vector<std::string>& args,
+                                            absl::string_view usage);
 
 // INVALID_ARGUMENT, in Abseil's words with the reason added:
 //   Illegal value '<its value>' specified for flag '<name>': <why>

@@ -134,8 +134,8 @@ absl::Status Daemon::Init() {
       return absl::InvalidArgumentError(absl::StrCat(
           "listen[", i, "] (", config_.listen[i],
           "): a TCP listener with authentication on needs TLS (bearer tokens must not cross the "
-          "network in clear): set tls.cert and tls.key (--tls_cert, --tls_key), or listen on a "
-          "unix socket, or pass --insecure_allow_unauthenticated for local development"));
+          "network in clear): set tls.cert and tls.key (--tls-cert, --tls-key), or listen on a "
+          "unix socket, or pass --insecure-allow-unauthenticated for local development"));
     }
   }
   {
@@ -151,7 +151,7 @@ absl::Status Daemon::Init() {
   }
   if (insecure) {
     spdlog::warn(
-        "--insecure_allow_unauthenticated: every caller may read every cached object (Secrets "
+        "--insecure-allow-unauthenticated: every caller may read every cached object (Secrets "
         "included) and use every queue, with no authentication or authorization. Local "
         "development only.");
   }
@@ -485,7 +485,7 @@ absl::Status Daemon::StartHttp() {
                 res.status = 404;
                 res.set_content(
                     "the status page is not served here with authentication on: set "
-                    "statusListen (--status_listen) to serve it on a listener of its own, or use "
+                    "statusListen (--status-listen) to serve it on a listener of its own, or use "
                     "informerctl (Admin, with admin RBAC)\n",
                     "text/plain");
               });

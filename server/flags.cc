@@ -23,10 +23,10 @@ ABSL_FLAG(bool, in_cluster, false,
           "One cluster named \"default\" from the pod's service account (replaces the file's "
           "clusters).");
 ABSL_FLAG(std::optional<std::string>, tls_cert, std::nullopt,
-          "TLS certificate (PEM) for the TCP listeners; with --tls_key.");
+          "TLS certificate (PEM) for the TCP listeners; with --tls-key.");
 ABSL_FLAG(std::optional<std::string>, tls_key, std::nullopt, "TLS private key (PEM).");
 ABSL_FLAG(std::optional<std::string>, tls_client_ca, std::nullopt,
-          "Require client certificates signed by this CA (mTLS); needs --tls_cert.");
+          "Require client certificates signed by this CA (mTLS); needs --tls-cert.");
 ABSL_FLAG(std::optional<absl::Duration>, shutdown_grace, std::nullopt,
           "On SIGTERM, how long in-flight keys may take (default 30s).");
 ABSL_FLAG(std::optional<absl::Duration>, idle_timeout, std::nullopt,
@@ -64,7 +64,7 @@ const char kFlagsUsage[] =
     "shares Kubernetes informers and work queues with controllers over gRPC.\n"
     "\n"
     "  informerd --config=/etc/informerd/config.yaml\n"
-    "  informerd --kubeconfig=$HOME/.kube/config --insecure_allow_unauthenticated\n"
+    "  informerd --kubeconfig=$HOME/.kube/config --insecure-allow-unauthenticated\n"
     "\n"
     "On start it prints \"grpc: ADDR\" per listener, \"metrics: ADDR\" and \"status: ADDR\" on "
     "stdout.";

@@ -3,17 +3,18 @@
 //
 //   --config=PATH   the YAML file (server/config.h), read first; every other flag given applies
 //                   over it
-//   --listen=ADDR[,ADDR...]  --metrics_listen=ADDR  --kubeconfig=PATH  --context=NAME
-//   --in_cluster  --tls_cert/--tls_key/--tls_client_ca=PATH  --shutdown_grace=DURATION
-//   --idle_timeout=DURATION  --log_level=LEVEL  --log_format=text|json
-//   --insecure_allow_unauthenticated
-//   --leader_elect  --leader_elect_resource_namespace/_name=NAME  --leader_elect_identity=ID
-//   --advertise_address=HOST:PORT  --leader_elect_lease_duration/_renew_deadline/_retry_period=DUR
+//   --listen=ADDR[,ADDR...]  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
+//   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
+//   --idle-timeout=DURATION  --log-level=LEVEL  --log-format=text|json
+//   --insecure-allow-unauthenticated
+//   --leader-elect  --leader-elect-resource-namespace/-name=NAME  --leader-elect-identity=ID
+//   --advertise-address=HOST:PORT  --leader-elect-lease-duration/-renew-deadline/-retry-period=DUR
 //
-// A flag left out keeps the file's value (or the default). --kubeconfig/--context/--in_cluster
+// A flag left out keeps the file's value (or the default). --kubeconfig/--context/--in-cluster
 // replace the file's clusters with one named "default". The boolean flags turn their setting on;
 // a file that turns one on is not turned off by `--name=false`. The leader election flags are
-// kube-controller-manager's, spelled as Abseil spells flags (underscores).
+// kube-controller-manager's, spelled as it spells them; every flag is also accepted with
+// underscores, as Abseil defines them (base/flags.h).
 #ifndef INFORMERD_SERVER_FLAGS_H_
 #define INFORMERD_SERVER_FLAGS_H_
 
@@ -29,7 +30,7 @@
 
 namespace informerd {
 
-// --metrics_listen's value: unlike an optional flag's, an empty one is given ("" turns the HTTP
+// --metrics-listen's value: unlike an optional flag's, an empty one is given ("" turns the HTTP
 // listener off), so "not given" is its own state.
 struct MetricsListenFlag {
   std::optional<std::string> address;

@@ -3,7 +3,7 @@
 // start it prints one line per listener, for people and for scripts:
 //   grpc: 127.0.0.1:7470
 //   metrics: 127.0.0.1:7471
-//   status: 127.0.0.1:7472       (with --status_listen)
+//   status: 127.0.0.1:7472       (with --status-listen)
 // SIGTERM or SIGINT shuts it down gracefully (server/daemon.h); a second one ends it at once.
 #include <signal.h>
 #include <unistd.h>

@@ -142,7 +142,7 @@ Guard::Guard(GuardOptions options, client::Client* reviews, MetricsRegistry* met
   }
   metrics_->GetGauge("informerd_insecure_allow_unauthenticated",
                      "1 when the daemon serves every call without authentication or "
-                     "authorization (--insecure_allow_unauthenticated)",
+                     "authorization (--insecure-allow-unauthenticated)",
                      {})
       ->Set(options_.insecure_allow_unauthenticated ? 1 : 0);
   token_hits_ = metrics_->GetCounter("informerd_authentication_cache_hits_total",

@@ -895,7 +895,7 @@ TEST(AuthTest, ATcpListenerWithoutTlsRefusesToStartWhenAuthenticationIsOn) {
   EXPECT_NE(*code, 0);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_THAT(*out, HasSubstr("needs TLS"));
-  EXPECT_THAT(*out, HasSubstr("--insecure_allow_unauthenticated"));
+  EXPECT_THAT(*out, HasSubstr("--insecure-allow-unauthenticated"));
 }
 
 }  // namespace

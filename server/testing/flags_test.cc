@@ -55,8 +55,34 @@ TEST_P(FlagsTest, AnUnknownFlagIsNamed) {
   EXPECT_THAT(r.output, StartsWith("ERROR: Unknown command line flag 'no_such_flag'"));
 }
 
-TEST_P(FlagsTest, AValueOfTheWrongTypeIsNamed) {
-  const Subprocess::Finished r = RunBinary(GetParam().path, {absl::StrCat("--", GetParam().typed_flag, "=x")});
+std::string Dashed(std::string name) {
+  for (char& c : name) {
+    if (c == '_') c = '-';
+  }
+  return name;
+}
+
+TEST_P(FlagsTest, AMisspelledFlagNamesTheClosestInItsDashedSpelling) {
+  const std::string listed = Dashed(GetParam().listed_flag);
+  const std::string typo = listed.substr(0, listed.size() - 1);
+  const Subprocess::Finished r = RunBinary(GetParam().path, {absl::StrCat("--", typo, "=1")});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: Unknown command line flag '", typo,
+                                                "'. Did you mean --", listed, "?")));
+}
+
+TEST_P(FlagsTest, AValueOfTheWrongTypeIsNamedInEitherSpelling) {
+  for (const std::string& spelling : {GetParam().typed_flag, Dashed(GetParam().typed_flag)}) {
+    const Subprocess::Finished r = RunBinary(GetParam().path, {absl::StrCat("--", spelling, "=x")});
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: Illegal value 'x' specified for flag '",
+                                                  GetParam().typed_flag, "'")));
+  }
+}
+
+TEST_P(FlagsTest, AValueOfTheWrongTypeAsTheNextArgumentIsNamed) {
+  const Subprocess::Finished r =
+      RunBinary(GetParam().path, {absl::StrCat("--", Dashed(GetParam().typed_flag)), "x"});
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: Illegal value 'x' specified for flag '",
                                                 GetParam().typed_flag, "'")));
@@ -70,13 +96,19 @@ TEST_P(FlagsTest, AFlagfileIsReadAndARefusedValueIsNamedInTheSameStyle) {
   EXPECT_THAT(r.output, StartsWith(absl::StrCat("ERROR: ", GetParam().refused_error)));
 }
 
-TEST_P(FlagsTest, HelpListsTheFlagsFromTheirDefinitions) {
-  const Subprocess::Finished r = RunBinary(GetParam().path, {"--help"});
-  EXPECT_EQ(r.exit_code, 1);  // Abseil's exit status after --help
-  EXPECT_THAT(r.output, HasSubstr(absl::StrCat("--", GetParam().listed_flag, " (")));
-  EXPECT_THAT(r.output, HasSubstr("--helpfull"));
-  // Abseil's own flags are under --helpfull only.
-  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("--flagfile (")));
+TEST_P(FlagsTest, HelpListsTheFlagsFromTheirDefinitionsDashed) {
+  for (const char* help : {"--help", "-h"}) {
+    const Subprocess::Finished r = RunBinary(GetParam().path, {help});
+    EXPECT_EQ(r.exit_code, 0) << help << ": " << r.output;  // as Kubernetes components exit
+    EXPECT_THAT(r.output, HasSubstr(absl::StrCat("\n  --", Dashed(GetParam().listed_flag))));
+    if (GetParam().listed_flag.find('_') != std::string::npos) {
+      EXPECT_THAT(r.output,
+                  ::testing::Not(HasSubstr(absl::StrCat("\n  --", GetParam().listed_flag))));
+    }
+    EXPECT_THAT(r.output, HasSubstr("--helpfull"));
+    // Abseil's own flags are under --helpfull only.
+    EXPECT_THAT(r.output, ::testing::Not(HasSubstr("\n  --flagfile")));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -127,13 +159,12 @@ TEST(PositionalTest, AnArgumentThatIsNotAFlagIsRefused) {
   EXPECT_THAT(r.output, StartsWith("ERROR: Unexpected argument 'stray'"));
 }
 
-// The flags a flagfile gives take effect: the daemon listens where its flagfile says.
-TEST(FlagfileTest, TheDaemonRunsOnItsFlagfile) {
-  absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(
-      {Runfile("server/informerd"),
-       absl::StrCat("--flagfile=",
-                    FlagFile("daemon", {"--listen=127.0.0.1:0", "--metrics_listen=",
-                                        "--insecure_allow_unauthenticated", "--log_level=warn"}))});
+// The daemon run with `flags` listens where they say, with no HTTP listener (they give
+// --metrics-listen= in some spelling), and stops on SIGTERM.
+void ExpectTheDaemonListensWhereTheFlagsSay(const std::vector<std::string>& flags) {
+  std::vector<std::string> argv = {Runfile("server/informerd")};
+  argv.insert(argv.end(), flags.begin(), flags.end());
+  absl::StatusOr<std::unique_ptr<Subprocess>> p = Subprocess::Start(std::move(argv));
   ASSERT_TRUE(p.ok()) << p.status();
   absl::StatusOr<std::string> grpc = (*p)->ReadUntil("grpc: ", absl::Seconds(30));
   ASSERT_TRUE(grpc.ok()) << grpc.status();
@@ -145,6 +176,21 @@ TEST(FlagfileTest, TheDaemonRunsOnItsFlagfile) {
   absl::StatusOr<int> code = (*p)->Wait(absl::Seconds(30));
   ASSERT_TRUE(code.ok()) << code.status();
   EXPECT_EQ(*code, 0);
+}
+
+// The flags a flagfile gives take effect: the daemon listens where its flagfile says.
+TEST(FlagfileTest, TheDaemonRunsOnItsFlagfile) {
+  ExpectTheDaemonListensWhereTheFlagsSay(
+      {absl::StrCat("--flagfile=",
+                    FlagFile("daemon", {"--listen=127.0.0.1:0", "--metrics_listen=",
+                                        "--insecure_allow_unauthenticated", "--log_level=warn"}))});
+}
+
+// The Kubernetes spelling, with a value as the next argument, and both spellings mixed.
+TEST(KubernetesSpellingTest, TheDaemonRunsOnDashedFlags) {
+  ExpectTheDaemonListensWhereTheFlagsSay({"--listen", "127.0.0.1:0", "--metrics-listen=",
+                                          "--insecure-allow-unauthenticated", "--log_level=warn",
+                                          "--idle-timeout=90s"});
 }
 
 TEST(FlagfileTest, TheWatchStreamsGoWhereTheFlagfileSays) {

@@ -124,8 +124,8 @@ func TestDeployConsistency(t *testing.T) {
 	}
 	wantArgs := []string{
 		"--config=" + path.Join(mountOf("configMap", "name", cm.GetName()), "config.yaml"),
-		"--advertise_address=$(POD_IP):" + ports["grpc"],
-		"--leader_elect_identity=$(POD_NAME)",
+		"--advertise-address=$(POD_IP):" + ports["grpc"],
+		"--leader-elect-identity=$(POD_NAME)",
 	}
 	if !slices.Equal(args, wantArgs) {
 		t.Errorf("Deployment: args %q, want %q", args, wantArgs)

@@ -21,8 +21,10 @@ class Runnable(Protocol):
 Factory = Callable[[informerd.Client, ApiClient, str], Awaitable[Runnable]]
 
 
-async def _run(factory: Factory, target: str, kubeconfig: str, namespace: str) -> None:
-    async with informerd.Client.connect(target) as client:
+async def _run(
+    factory: Factory, options: informerd.ConnectionOptions, kubeconfig: str, namespace: str
+) -> None:
+    async with informerd.Client(options) as client:
         api = await new_client_from_config(config_file=kubeconfig)
         try:
             example = await factory(client, api, namespace)
@@ -32,13 +34,16 @@ async def _run(factory: Factory, target: str, kubeconfig: str, namespace: str) -
 
 
 def main(doc: str, factory: Factory, argv: list[str] | None = None) -> None:
-    """Parses ``--target --kubeconfig --namespace`` and runs the controller that ``factory``
-    builds from the informerd client, the Kubernetes client and the namespace, until SIGTERM
-    or SIGINT (then it drains: in-flight reconciles finish, their outcomes are sent)."""
+    """Parses the connection flags (``--target``; ``--token-file``, ``--ca-file``,
+    ``--cert-file``/``--key-file``: informerd authenticates every call by default),
+    ``--kubeconfig`` and ``--namespace``, and runs the controller that ``factory`` builds from
+    the informerd client, the Kubernetes client and the namespace, until SIGTERM or SIGINT
+    (then it drains: in-flight reconciles finish, their outcomes are sent)."""
     parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0])
-    parser.add_argument("--target", default="127.0.0.1:7470", help="informerd's gRPC address")
+    informerd.add_connection_arguments(parser)
     parser.add_argument("--kubeconfig", required=True, help="the credentials for the writes")
     parser.add_argument("--namespace", default="default", help="the namespace to reconcile")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    asyncio.run(_run(factory, args.target, args.kubeconfig, args.namespace))
+    options = informerd.ConnectionOptions.from_arguments(args)
+    asyncio.run(_run(factory, options, args.kubeconfig, args.namespace))

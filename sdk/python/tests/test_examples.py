@@ -8,7 +8,8 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -19,7 +20,9 @@ import informerd
 from examples import configmap_hash, crd_finalizer
 from informerd import kube
 from informerd.testing import Daemon, KubeApiServer, eventually
+from informerd.testing.pki import KeyPair, Pki
 from informerd.testing.plugin import ApplyManifest
+from tests.rbac import binding, queue_role, sa_token, service_account, user
 
 DEADLINE_S = 60.0
 SDK = Path(__file__).resolve().parents[1]
@@ -252,16 +255,127 @@ async def test_crd_finalizer_adds_writes_status_and_cleans_up(
         assert (await kube.get(kube_api, widgets, "w2", namespace=ns))["metadata"]["finalizers"]
 
 
-async def test_crd_finalizer_main_runs_as_a_program_and_drains_on_sigterm(
-    informerd_kube_daemon: Daemon,
+@dataclass
+class Secure:
+    """informerd as deployed, on the real kube-apiserver: TLS, every call authenticated
+    (service-account tokens by TokenReview, client certificates of its client CA) and
+    authorized by SubjectAccessReview."""
+
+    daemon: Daemon
+    pki: Pki
+    ca: KeyPair
+    client_ca: KeyPair
+
+
+@pytest.fixture(scope="module")
+def secure(
+    kube_apiserver: KubeApiServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Secure]:
+    d = tmp_path_factory.mktemp("examples-secure")
+    pki = Pki(d / "pki")
+    ca = pki.ca("ca")
+    server = pki.server_cert("server", ca)
+    client_ca = pki.ca("client-ca")
+    (d / "daemon").mkdir()
+    with Daemon.start(
+        kube_apiserver.kubeconfig,
+        d / "daemon",
+        extra_args=[
+            f"--tls-cert={server.cert}",
+            f"--tls-key={server.key}",
+            f"--tls-client-ca={client_ca.cert}",
+        ],
+        insecure=False,
+    ) as daemon:
+        yield Secure(daemon, pki, ca, client_ca)
+
+
+def example_rbac(ns: str, subject: dict[str, str], queue: str) -> list[dict[str, Any]]:
+    """What an example needs of informerd: reading its resources in ``ns`` (list and watch) and
+    working its queue — the least a user binds for it."""
+    reader = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "example-reader", "namespace": ns},
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+            {
+                "apiGroups": [crd_finalizer.GROUP],
+                "resources": ["widgets"],
+                "verbs": ["list", "watch"],
+            },
+        ],
+    }
+    return [
+        reader,
+        binding(ns, "example-reader", "example-reader", [subject], cluster=False),
+        queue_role(f"example-{ns}", [queue], ["get", "work", "update", "create"]),
+        binding("", f"example-{ns}", f"example-{ns}", [subject], cluster=True),
+    ]
+
+
+async def widget_reconciled(api: Any, ns: str, apply_manifest: ApplyManifest) -> None:
+    widget = {
+        "apiVersion": crd_finalizer.WIDGETS.api_version,
+        "kind": "Widget",
+        "metadata": {"name": "from-main"},
+        "spec": {"size": 2},
+    }
+    await apply_manifest(widget)  # waits until the program has installed the CRD
+
+    async def ready() -> bool:
+        w = await kube.get(api, crd_finalizer.WIDGETS, "from-main", namespace=ns)
+        return (w.get("status") or {}).get("observedGeneration") == 1
+
+    await eventually(ready, "the program reconciled the Widget", timeout_s=DEADLINE_S)
+
+
+async def deployment_annotated(api: Any, ns: str, apply_manifest: ApplyManifest) -> None:
+    await apply_manifest([configmap("cm-main", "1"), deployment("d-main", "cm-main")])
+
+    async def annotated() -> bool:
+        d = await kube.get(api, configmap_hash.DEPLOYMENTS, "d-main", namespace=ns)
+        annotations = d["spec"]["template"]["metadata"].get("annotations") or {}
+        return configmap_hash.ANNOTATION in annotations
+
+    await eventually(annotated, "the program annotated the Deployment", timeout_s=DEADLINE_S)
+
+
+@pytest.mark.parametrize("credential", ["token", "mtls"])
+@pytest.mark.parametrize(
+    ("module", "queue", "reconciled"),
+    [
+        ("crd_finalizer", "widgets", widget_reconciled),
+        ("configmap_hash", "configmap-hash", deployment_annotated),
+    ],
+)
+async def test_an_example_runs_as_a_program_with_authentication_on_and_drains_on_sigterm(
+    module: str,
+    queue: str,
+    reconciled: Callable[[Any, str, ApplyManifest], Awaitable[None]],
+    credential: str,
+    secure: Secure,
     kube_apiserver: KubeApiServer,
     kube_api: Any,
     kube_namespace: str,
     apply_manifest: ApplyManifest,
     tmp_path: Path,
 ) -> None:
-    """``python -m examples.crd_finalizer`` installs the CRD, reconciles, and exits 0 on
-    SIGTERM."""
+    """``python -m examples.<module>`` as the README runs it against informerd's default,
+    authentication on: over TLS with a service account's token file, or with a client
+    certificate, bound to what it needs; it reconciles, and exits 0 on SIGTERM."""
+    ns = kube_namespace
+    if credential == "token":
+        subject = service_account(ns, "example")
+        token_file = tmp_path / "token"
+        token_file.write_text(await sa_token(kube_api, ns, "example"))
+        flags = ["--token-file", str(token_file)]
+    else:
+        subject = user(f"example-{ns}")
+        cert = secure.pki.client_cert(f"example-{ns}", secure.client_ca, f"example-{ns}")
+        flags = ["--cert-file", str(cert.cert), "--key-file", str(cert.key)]
+    await kube.apply_manifest(kube_api, example_rbac(ns, subject, queue))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SDK), env.get("PYTHONPATH")) if p)
     log_path = tmp_path / "example.log"
@@ -269,34 +383,23 @@ async def test_crd_finalizer_main_runs_as_a_program_and_drains_on_sigterm(
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "examples.crd_finalizer",
+        f"examples.{module}",
         "--target",
-        informerd_kube_daemon.target,
+        secure.daemon.target,
+        "--ca-file",
+        str(secure.ca.cert),
+        *flags,
         "--kubeconfig",
         str(kube_apiserver.kubeconfig),
         "--namespace",
-        kube_namespace,
+        ns,
         cwd=SDK,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
     try:
-        widget = {
-            "apiVersion": crd_finalizer.WIDGETS.api_version,
-            "kind": "Widget",
-            "metadata": {"name": "from-main"},
-            "spec": {"size": 2},
-        }
-        await apply_manifest(widget)  # waits until the program has installed the CRD
-
-        async def ready() -> bool:
-            w = await kube.get(
-                kube_api, crd_finalizer.WIDGETS, "from-main", namespace=kube_namespace
-            )
-            return (w.get("status") or {}).get("observedGeneration") == 1
-
-        await eventually(ready, "the program reconciled the Widget", timeout_s=DEADLINE_S)
+        await reconciled(kube_api, ns, apply_manifest)
         proc.send_signal(signal.SIGTERM)
         assert await asyncio.wait_for(proc.wait(), 60) == 0
     finally:
@@ -305,4 +408,4 @@ async def test_crd_finalizer_main_runs_as_a_program_and_drains_on_sigterm(
             await proc.wait()
         log.close()
     output = log_path.read_text()
-    assert "SIGTERM: draining" in output
+    assert "SIGTERM: draining" in output, output[-2000:]

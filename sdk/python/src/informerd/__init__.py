@@ -11,7 +11,7 @@ for scripts and notebooks.
 from informerd import sync
 from informerd.admin import Replica, ReplicaRole
 from informerd.client import Client
-from informerd.connection import Backoff, ConnectionOptions
+from informerd.connection import Backoff, ConnectionOptions, add_connection_arguments
 from informerd.controller import Context, Controller, ReconcileEvent, Result, TerminalError
 from informerd.errors import (
     Cancelled,
@@ -88,6 +88,7 @@ __all__ = [
     "Watch",
     "WatchEvent",
     "WorkStream",
+    "add_connection_arguments",
     "field_index",
     "label_index",
     "label_matcher",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import os
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,6 +30,38 @@ def _read(value: bytes | str | Path | None) -> bytes | None:
     if isinstance(value, bytes):
         return value
     return Path(value).read_bytes()
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
+    """The command-line flags of a program that reaches a daemon, as informerctl and the
+    examples spell them: ``--target`` (env ``INFORMERD_TARGET``), TLS (``--tls``,
+    ``--ca-file``, ``--cert-file``/``--key-file`` for mTLS, ``--server-name``) and a bearer
+    token (``--token`` or ``--token-file``, env ``INFORMERD_TOKEN`` / ``INFORMERD_TOKEN_FILE``;
+    a projected service-account token is a file). :meth:`ConnectionOptions.from_arguments`
+    makes the options of the parsed flags; the group returned takes a program's own."""
+    conn = parser.add_argument_group("connection")
+    conn.add_argument(
+        "--target",
+        default=os.environ.get("INFORMERD_TARGET", "127.0.0.1:7470"),
+        help="the daemon's gRPC address, host:port or unix:///path "
+        "(env INFORMERD_TARGET; default %(default)s)",
+    )
+    conn.add_argument("--tls", action="store_true", help="use TLS (implied by the file options)")
+    conn.add_argument("--ca-file", help="PEM roots to verify the daemon (default: the system's)")
+    conn.add_argument("--cert-file", help="client certificate (PEM) for mTLS")
+    conn.add_argument("--key-file", help="client key (PEM) for mTLS")
+    conn.add_argument("--server-name", help="the name to verify the daemon's certificate against")
+    conn.add_argument(
+        "--token",
+        default=os.environ.get("INFORMERD_TOKEN"),
+        help="bearer token (env INFORMERD_TOKEN)",
+    )
+    conn.add_argument(
+        "--token-file",
+        default=os.environ.get("INFORMERD_TOKEN_FILE"),
+        help="file holding the bearer token, re-read on each connect (env INFORMERD_TOKEN_FILE)",
+    )
+    return conn
 
 
 @dataclass(frozen=True)
@@ -61,6 +95,22 @@ class ConnectionOptions:
     max_send_bytes: int = DEFAULT_MAX_RECEIVE_BYTES
     timeout_s: float = DEFAULT_TIMEOUT_S
     extra_channel_options: Sequence[tuple[str, int | str]] = field(default_factory=tuple)
+
+    @classmethod
+    def from_arguments(cls, args: argparse.Namespace, **options: object) -> ConnectionOptions:
+        """The options of the flags :func:`add_connection_arguments` added, parsed into
+        ``args``; ``options`` sets the others (``timeout_s=5``, say)."""
+        return cls(
+            target=args.target,
+            tls=args.tls,
+            root_certificates=args.ca_file,
+            client_certificate=args.cert_file,
+            client_key=args.key_file,
+            server_name=args.server_name,
+            token=args.token,
+            token_file=args.token_file,
+            **options,  # type: ignore[arg-type]
+        )
 
     def __post_init__(self) -> None:
         if not self.target:

@@ -243,7 +243,7 @@ async fn reconcile(d: Arc<Deployment>, ctx: Context<State>) -> informerd::Result
 async fn main() -> anyhow::Result<()> {
     let args = common::args("configmap_hash: stamp Deployments with a hash of their ConfigMaps");
     common::init_logging();
-    let client = informerd::Client::connect_to(args.target)?;
+    let client = informerd::Client::connect(args.connect_options()?)?;
     let kube = common::kube_client(&args.kubeconfig).await?;
     let (controller, state) = controller(client, kube, &args.namespace).await?;
     run(controller.shutdown_on_signal(), state).await?;

@@ -234,7 +234,7 @@ async fn release(ctx: &Context<State>, widget: &Widget) -> informerd::Result<()>
 async fn main() -> anyhow::Result<()> {
     let args = common::args("crd_finalizer: a Widget controller with a finalizer and a status");
     common::init_logging();
-    let client = informerd::Client::connect_to(args.target)?;
+    let client = informerd::Client::connect(args.connect_options()?)?;
     let kube = common::kube_client(&args.kubeconfig).await?;
     install_crd(&kube).await?;
     let (controller, state) = controller(client, kube, &args.namespace);

@@ -910,7 +910,7 @@ impl Daemon {
 
     /// Starts informerd with extra flags, e.g. `--listen=unix:///path` (a listener beside the
     /// TCP one) or `--idle_timeout=0`. It runs in local-development mode
-    /// (`--insecure_allow_unauthenticated`) unless `args` bring TLS (`--tls_cert`), as tests of
+    /// (`--insecure-allow-unauthenticated`) unless `args` bring TLS (`--tls-cert`), as tests of
     /// authentication do.
     pub async fn start_with(kubeconfig: &Path, args: &[&str]) -> Result<Daemon> {
         Daemon::launch_first(kubeconfig, "127.0.0.1:0".into(), None, args).await
@@ -958,7 +958,10 @@ impl Daemon {
         all.push(format!("--listen={listen}{extra}"));
         all.push("--metrics_listen=127.0.0.1:0".into());
         // Local-development mode (no authentication), unless the test brings its own TLS.
-        if !args.iter().any(|a| a.starts_with("--tls_cert")) {
+        if !args
+            .iter()
+            .any(|a| a.starts_with("--tls_cert") || a.starts_with("--tls-cert"))
+        {
             all.push("--insecure_allow_unauthenticated".into());
         }
         all.extend(

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import IO
 
 from informerd.client import Client
-from informerd.connection import ConnectionOptions
+from informerd.connection import ConnectionOptions, add_connection_arguments
 from informerd.ctl import commands, completion, output, top
 from informerd.errors import InformerdError
 
@@ -60,28 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="See and steer a running informerd: informers, queues, workers, objects.",
         epilog="Exit codes: 0 done, 1 the daemon refused or was unreachable, 2 bad usage.",
     )
-    conn = parser.add_argument_group("connection")
-    conn.add_argument(
-        "--target",
-        default=os.environ.get("INFORMERD_TARGET", "127.0.0.1:7470"),
-        help="the daemon's gRPC address, host:port or unix:///path "
-        "(env INFORMERD_TARGET; default %(default)s)",
-    )
-    conn.add_argument("--tls", action="store_true", help="use TLS (implied by the file options)")
-    conn.add_argument("--ca-file", help="PEM roots to verify the daemon (default: the system's)")
-    conn.add_argument("--cert-file", help="client certificate (PEM) for mTLS")
-    conn.add_argument("--key-file", help="client key (PEM) for mTLS")
-    conn.add_argument("--server-name", help="the name to verify the daemon's certificate against")
-    conn.add_argument(
-        "--token",
-        default=os.environ.get("INFORMERD_TOKEN"),
-        help="bearer token (env INFORMERD_TOKEN)",
-    )
-    conn.add_argument(
-        "--token-file",
-        default=os.environ.get("INFORMERD_TOKEN_FILE"),
-        help="file holding the bearer token (env INFORMERD_TOKEN_FILE)",
-    )
+    conn = add_connection_arguments(parser)
     conn.add_argument(
         "--timeout", type=_seconds, default=10.0, help="each call's deadline, e.g. 5s (default 10s)"
     )
@@ -207,16 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def connection_options(args: argparse.Namespace) -> ConnectionOptions:
-    return ConnectionOptions(
-        target=args.target,
-        tls=args.tls,
-        root_certificates=args.ca_file,
-        client_certificate=args.cert_file,
-        client_key=args.key_file,
-        server_name=args.server_name,
-        token=args.token,
-        token_file=args.token_file,
-        timeout_s=args.timeout if args.timeout > 0 else 10.0,
+    return ConnectionOptions.from_arguments(
+        args, timeout_s=args.timeout if args.timeout > 0 else 10.0
     )
 
 

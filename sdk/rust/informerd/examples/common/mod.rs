@@ -6,11 +6,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// `--target --kubeconfig --namespace`, as the Python examples take them.
+/// The connection flags (`--target`, `--ca-file`, `--cert-file`/`--key-file`, `--token-file`,
+/// `--server-name`), `--kubeconfig` and `--namespace`, as the Python examples take them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Args {
     /// informerd's gRPC address.
     pub target: String,
+    /// PEM roots to verify the daemon with (TLS).
+    pub ca_file: Option<PathBuf>,
+    /// A client certificate and its key (PEM), for mTLS.
+    pub identity: Option<(PathBuf, PathBuf)>,
+    /// A file holding the bearer token (a projected service-account token), re-read on each
+    /// connect.
+    pub token_file: Option<PathBuf>,
+    /// The name to verify the daemon's certificate against.
+    pub server_name: Option<String>,
     /// The credentials for the writes.
     pub kubeconfig: PathBuf,
     /// The namespace to reconcile.
@@ -19,6 +29,11 @@ pub struct Args {
 
 const USAGE: &str = "options:
   --target ADDR        informerd's gRPC address (default 127.0.0.1:7470)
+  --ca-file PATH       PEM roots to verify the daemon (TLS)
+  --cert-file PATH     client certificate (PEM) for mTLS, with --key-file
+  --key-file PATH      client key (PEM) for mTLS
+  --token-file PATH    file holding the bearer token, re-read on each connect
+  --server-name NAME   the name to verify the daemon's certificate against
   --kubeconfig PATH    the credentials for the writes (required)
   --namespace NAME     the namespace to reconcile (default \"default\")";
 
@@ -55,17 +70,64 @@ pub fn flags(
 
 /// Parses `args` (without the program name); `Err` holds the message for the user.
 pub fn parse(args: impl IntoIterator<Item = String>) -> Result<Args, String> {
-    let mut f = flags(args, &["target", "kubeconfig", "namespace"], USAGE)?;
+    let mut f = flags(
+        args,
+        &[
+            "target",
+            "ca-file",
+            "cert-file",
+            "key-file",
+            "token-file",
+            "server-name",
+            "kubeconfig",
+            "namespace",
+        ],
+        USAGE,
+    )?;
     let Some(kubeconfig) = f.remove("kubeconfig") else {
         return Err(format!("--kubeconfig is required\n{USAGE}"));
+    };
+    let identity = match (f.remove("cert-file"), f.remove("key-file")) {
+        (Some(cert), Some(key)) => Some((cert.into(), key.into())),
+        (None, None) => None,
+        _ => return Err(format!("--cert-file and --key-file go together\n{USAGE}")),
     };
     Ok(Args {
         target: f
             .remove("target")
             .unwrap_or_else(|| "127.0.0.1:7470".into()),
+        ca_file: f.remove("ca-file").map(PathBuf::from),
+        identity,
+        token_file: f.remove("token-file").map(PathBuf::from),
+        server_name: f.remove("server-name"),
         kubeconfig: kubeconfig.into(),
         namespace: f.remove("namespace").unwrap_or_else(|| "default".into()),
     })
+}
+
+impl Args {
+    /// The SDK's connection options of the flags (the files read now; the token file on each
+    /// connect).
+    pub fn connect_options(&self) -> anyhow::Result<informerd::ConnectOptions> {
+        let mut options = informerd::ConnectOptions::new(self.target.clone());
+        if let Some(ca) = &self.ca_file {
+            options = options.ca_pem(read(ca)?);
+        }
+        if let Some((cert, key)) = &self.identity {
+            options = options.identity_pem(read(cert)?, read(key)?);
+        }
+        if let Some(token_file) = &self.token_file {
+            options = options.token_file(token_file.clone());
+        }
+        if let Some(name) = &self.server_name {
+            options = options.server_name(name.clone());
+        }
+        Ok(options)
+    }
+}
+
+fn read(path: &Path) -> anyhow::Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 /// `parse`'s result, or exit 2 with `about` and the message.
@@ -119,6 +181,27 @@ mod tests {
         assert_eq!(a.namespace, "demo");
         let a = parse(strings(&["--target=h:1", "--kubeconfig=k"])).unwrap();
         assert_eq!(a.target, "h:1");
+        assert_eq!((a.ca_file, a.identity, a.token_file), (None, None, None));
+        let a = parse(strings(&[
+            "--kubeconfig=k",
+            "--ca-file=ca.pem",
+            "--cert-file",
+            "c.pem",
+            "--key-file=c.key",
+            "--token-file=/var/run/token",
+        ]))
+        .unwrap();
+        assert_eq!(a.ca_file, Some(PathBuf::from("ca.pem")));
+        assert_eq!(
+            a.identity,
+            Some((PathBuf::from("c.pem"), PathBuf::from("c.key")))
+        );
+        assert_eq!(a.token_file, Some(PathBuf::from("/var/run/token")));
+        assert!(
+            parse(strings(&["--kubeconfig=k", "--cert-file=c.pem"]))
+                .unwrap_err()
+                .starts_with("--cert-file and --key-file go together")
+        );
         assert!(
             parse(strings(&[]))
                 .unwrap_err()

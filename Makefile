@@ -11,7 +11,7 @@ SANITIZED_TARGETS ?= //base/... //server/... //client/...
 # Every Go module in the repository (each directory with a go.mod) is vetted and tested.
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run example test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-monitoring test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example image test-image test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-monitoring test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -24,7 +24,7 @@ example: bootstrap
 	@tools/run_example
 
 # The suites of `make test`, in order; tools/test_suites prints each one's time at the end.
-TEST_SUITES := test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-proto test-monitoring test-python test-rust
+TEST_SUITES := test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-image test-proto test-monitoring test-python test-rust
 
 test: bootstrap
 	@tools/test_suites $(TEST_SUITES)
@@ -46,6 +46,15 @@ test-smoke:
 	tools/smoke_grpcurl
 
 # The API: buf lint (proto/buf.yaml) and buf breaking against the API before issue 9 (e355eab).
+# The daemon's OCI image (out/image: an OCI layout and a docker-archive), built with umoci and
+# skopeo, no container engine; test-image validates it and runs it read-only as non-root.
+image: bootstrap
+	tools/image
+
+test-image:
+	tools/image
+	tools/check_image
+
 test-proto:
 	tools/check_proto
 

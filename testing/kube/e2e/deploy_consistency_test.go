@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"net"
+	"os"
 	"path"
 	"path/filepath"
 	"slices"
@@ -96,6 +97,18 @@ func TestDeployConsistency(t *testing.T) {
 		t.Fatalf("Deployment: %d containers, want 1", len(ctrs))
 	}
 	ctr := ctrs[0]
+	// The image is the one make image builds (tools/image): informerd:<VERSION>,
+	// whose user is the pod's runAsUser.
+	version, err := os.ReadFile(filepath.Join("..", "..", "..", "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "informerd:" + strings.TrimSpace(string(version)); str(ctr, "image") != want {
+		t.Errorf("Deployment: image %q, want %q (VERSION; make image)", str(ctr, "image"), want)
+	}
+	if u := str(pod, "securityContext", "runAsUser"); u != "65532" {
+		t.Errorf("Deployment: runAsUser %s, want 65532 (the image's user, tools/image)", u)
+	}
 	volumes := list(pod, "volumes")
 	// mountOf is the directory where the pod mounts the volume whose source
 	// (configMap or secret) has this name.

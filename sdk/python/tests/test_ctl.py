@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ import yaml
 import informerd
 from informerd.queues import queue_spec
 from informerd.testing import Daemon, FakeApiServer
+from informerd.testing.processes import repo_root
 from informerd.work import Outcome, WorkStream
 
 CTL = [sys.executable, "-m", "informerd.ctl"]
@@ -55,6 +57,36 @@ def test_the_console_script_is_installed_with_the_sdk() -> None:
     assert result.returncode == 0
     for command in ("informers", "queues", "workers", "get", "list", "watch", "queue", "top"):
         assert command in result.stdout
+
+
+def _kubectl(bindir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real kubectl that tools/test_python builds (testing/kube/kubectl, or $KUBECTL_BIN),
+    with ``bindir`` first on its PATH."""
+    path = Path(os.environ.get("KUBECTL_BIN") or (repo_root() or Path.cwd()) / "out" / "kubectl")
+    assert path.exists(), f"{path}: build it with testing/kube/kubectl --build-only"
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(
+        [str(path), *args], capture_output=True, text=True, env=env, timeout=60, check=False
+    )
+
+
+async def test_kubectl_runs_it_as_the_informerd_plugin(
+    informerd_daemon: Daemon, informerd_client: informerd.Client, fake_apiserver: FakeApiServer
+) -> None:
+    informer = await configmaps(informerd_client, fake_apiserver, "ctl-plugin", 2)
+    # kubectl's plugin rule: an executable kubectl-informerd on PATH is `kubectl informerd`.
+    bindir = Path(sys.executable).parent
+    assert (bindir / "kubectl-informerd").exists()
+    plugins = _kubectl(bindir, "plugin", "list")
+    assert str(bindir / "kubectl-informerd") in plugins.stdout, plugins.stderr
+    listed = _kubectl(
+        bindir, "informerd", "--target", informerd_daemon.target, "informers", "-o", "name"
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert informer.id in listed.stdout.split()
+    usage = _kubectl(bindir, "informerd", "no-such-command")
+    assert usage.returncode == 2
+    assert usage.stderr.startswith("usage: kubectl informerd"), usage.stderr
 
 
 async def test_informers_print_as_tables_json_yaml_and_names(

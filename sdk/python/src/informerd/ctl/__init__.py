@@ -53,9 +53,9 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="See and steer a running informerd: informers, queues, workers, objects.",
         epilog="Exit codes: 0 done, 1 the daemon refused or was unreachable, 2 bad usage.",
     )
@@ -198,10 +198,11 @@ async def _run(args: argparse.Namespace, out: IO[str]) -> int:
         return await run(client, args, out)
 
 
-def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
-    """Runs one command line; returns the exit code (the console script exits with it)."""
+def main(argv: Sequence[str] | None = None, out: IO[str] | None = None, prog: str = PROG) -> int:
+    """Runs one command line; returns the exit code (the console script exits with it).
+    ``prog`` is the name usage and errors give the command (``kubectl informerd`` as a plugin)."""
     out = out or sys.stdout
-    parser = build_parser()
+    parser = build_parser(prog)
     args = parser.parse_args(argv)
     if args.command == "completion":
         out.write(completion.script(parser, args.shell))
@@ -209,14 +210,14 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
     try:
         return asyncio.run(_run(args, out))
     except commands.UsageError as e:
-        parser.exit(2, f"{PROG}: error: {e}\n")
+        parser.exit(2, f"{prog}: error: {e}\n")
     except BrokenPipeError:
         return 0
     except (ValueError, OSError) as e:
         # Bad option values (ConnectionOptions names the field) and unreadable files.
-        parser.exit(2, f"{PROG}: error: {e}\n")
+        parser.exit(2, f"{prog}: error: {e}\n")
     except InformerdError as e:
-        print(f"{PROG}: error: {e}", file=sys.stderr)
+        print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130
@@ -225,3 +226,9 @@ def main(argv: Sequence[str] | None = None, out: IO[str] | None = None) -> int:
 def console_main() -> None:
     """The ``informerctl`` console script."""
     sys.exit(main())
+
+
+def kubectl_plugin_main() -> None:
+    """The ``kubectl-informerd`` console script: kubectl runs it for ``kubectl informerd ...``
+    when it is on PATH (kubectl's plugin rule), with the same commands and flags."""
+    sys.exit(main(prog="kubectl informerd"))

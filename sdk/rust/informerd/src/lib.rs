@@ -1,6 +1,6 @@
 // The README is the crate's front page. Its examples need the `kube` feature: a plain
 // `cargo test` (without it) does not run them as doctests; with it (make test-rust) they do.
-#![cfg_attr(any(not(doctest), feature = "kube"), doc = include_str!("../../README.md"))]
+#![cfg_attr(any(not(doctest), feature = "kube"), doc = include_str!("../README.md"))]
 #![warn(missing_docs)]
 
 pub mod admin;

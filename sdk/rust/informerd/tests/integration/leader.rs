@@ -74,11 +74,26 @@ async fn replica_info(daemon: &Daemon) -> Option<Replica> {
 /// returns the leader's index.
 async fn settled_leader(daemons: &[Daemon]) -> usize {
     let found = Mutex::new(None);
-    wait_until(HANG, "one leader, the others following it", || async {
+    // What each replica said last (role, leader address, or its error): the failure message.
+    let seen = Mutex::new(String::new());
+    let settled = wait_until(HANG, "one leader, the others following it", || async {
         let mut infos = Vec::new();
+        let mut said = Vec::new();
         for d in daemons {
-            infos.push(replica_info(d).await);
+            let client = client_of(d, Duration::from_secs(2));
+            let info = client.admin().get_replica().await;
+            said.push(match &info {
+                Ok(r) => format!(
+                    "{}: {:?} leader_address={:?}",
+                    d.target(),
+                    r.role,
+                    r.leader_address
+                ),
+                Err(e) => format!("{}: {e}", d.target()),
+            });
+            infos.push(info.ok());
         }
+        *seen.lock().unwrap() = said.join("; ");
         let leaders: Vec<usize> = (0..daemons.len())
             .filter(|&i| {
                 infos[i]
@@ -100,8 +115,13 @@ async fn settled_leader(daemons: &[Daemon]) -> usize {
         }
         agreed
     })
-    .await
-    .expect("a settled replica set");
+    .await;
+    if let Err(e) = settled {
+        panic!(
+            "a settled replica set: {e}; last seen: {}",
+            seen.lock().unwrap()
+        );
+    }
     found.into_inner().unwrap().unwrap()
 }
 

@@ -64,11 +64,13 @@ void Replica::OnStarted(const Term& term) {
     not_ready_.clear();
     not_ready_until_ = absl::InfiniteFuture();
     deadline_ = term.deadline;
+    // This replica leads from now on: until its queues are restored, NOT_LEADER names it (not
+    // the previous leader, which may be gone). Under mu_ and before the restore is queued: the
+    // restore thread's gate_->Lead must come after this, or this would undo it and the term
+    // would serve nothing (seen: a leader answering FOLLOWER for a whole term).
+    gate_->Restoring(options_.elector.identity, options_.elector.address);
     pending_.emplace_back(seq_, term);
   }
-  // This replica leads from now on: until its queues are restored, NOT_LEADER names it (not the
-  // previous leader, which may be gone).
-  gate_->Restoring(options_.elector.identity, options_.elector.address);
 }
 
 std::string Replica::NotReadyReason() const {

@@ -8,10 +8,11 @@ BAZEL ?= bazel
 # them under ASan, and under TSan all but the tests tagged "notsan" (single-threaded code: a
 # parser, a selector, a codec; nothing for TSan to see), which it does not even build.
 SANITIZED_TARGETS ?= //base/... //server/... //client/...
-# Every Go module in the repository (each directory with a go.mod) is vetted and tested.
+# Every Go module in the repository (each directory with a go.mod) is vetted and tested (one
+# that only pins tools, testing/helm, has no packages to vet).
 GO_MODULES := $(patsubst %/go.mod,%,$(wildcard testing/*/go.mod bench/baseline/go.mod))
 
-.PHONY: bootstrap run example image test-image test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-monitoring test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
+.PHONY: bootstrap run example image test-image chart test-chart test test-cc test-sanitizers test-thread-safety test-smoke test-go test-proto test-monitoring test-python test-rust bench-workqueue bench-watch fuzz test-fuzz fake-apiserver clean
 
 bootstrap:
 	@tools/bootstrap
@@ -24,7 +25,7 @@ example: bootstrap
 	@tools/run_example
 
 # The suites of `make test`, in order; tools/test_suites prints each one's time at the end.
-TEST_SUITES := test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-image test-proto test-monitoring test-python test-rust
+TEST_SUITES := test-cc test-sanitizers test-thread-safety test-go test-fuzz test-smoke test-image test-chart test-proto test-monitoring test-python test-rust
 
 test: bootstrap
 	@tools/test_suites $(TEST_SUITES)
@@ -58,7 +59,18 @@ test-image:
 test-proto:
 	tools/check_proto
 
-# deploy/monitoring: promtool check and test the alert rules; the dashboard's queries parse.
+# deploy/helm/informerd (helm built from its Go module, testing/helm): helm lint --strict with
+# the defaults and every ci/*-values.yaml, and the plain manifests of deploy/ rendered from it.
+# test-chart also checks that deploy/ is what the chart renders and that the daemon accepts the
+# config.yaml of every values file (informerd --check-config); test-go's TestChart applies each
+# rendering with kubectl apply --dry-run=server on the real kube-apiserver.
+chart: bootstrap
+	tools/chart
+
+test-chart:
+	tools/chart --check
+
+# deploy/helm/informerd/files: promtool check and test the alert rules; the dashboard's queries parse.
 test-monitoring:
 	tools/check_monitoring
 
@@ -73,6 +85,7 @@ test-rust:
 
 test-go:
 	@set -e; for m in $(GO_MODULES); do \
+	  if [ -z "$$(cd $$m && go list ./... 2>/dev/null)" ]; then echo "go: $$m has no packages (its go.mod pins tools, which its scripts build)"; continue; fi; \
 	  echo "go vet + go test: $$m"; \
 	  (cd $$m && go vet ./... && go test -count=1 ./...); \
 	done

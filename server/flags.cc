@@ -7,6 +7,10 @@
 ABSL_FLAG(std::string, config, "",
           "The YAML config file (server/config.h documents it), read first; the other flags "
           "given apply over it.");
+ABSL_FLAG(bool, check_config, false,
+          "Read and validate the configuration (--config's file and the other flags), print "
+          "\"config: valid\" and exit 0, or the error naming the key and exit 1; start "
+          "nothing.");
 ABSL_FLAG(std::optional<std::vector<std::string>>, listen, std::nullopt,
           "gRPC addresses, host:port or unix:///path, comma-separated (default 127.0.0.1:7470).");
 ABSL_FLAG(informerd::MetricsListenFlag, metrics_listen, {},

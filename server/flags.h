@@ -3,6 +3,7 @@
 //
 //   --config=PATH   the YAML file (server/config.h), read first; every other flag given applies
 //                   over it
+//   --check-config  validate the file and the flags, print "config: valid", start nothing
 //   --listen=ADDR[,ADDR...]  --metrics-listen=ADDR  --kubeconfig=PATH  --context=NAME
 //   --in-cluster  --tls-cert/--tls-key/--tls-client-ca=PATH  --shutdown-grace=DURATION
 //   --idle-timeout=DURATION  --log-level=LEVEL  --log-format=text|json
@@ -49,6 +50,7 @@ extern const char kFlagsUsage[];
 }  // namespace informerd
 
 ABSL_DECLARE_FLAG(std::string, config);
+ABSL_DECLARE_FLAG(bool, check_config);
 ABSL_DECLARE_FLAG(std::optional<std::vector<std::string>>, listen);
 ABSL_DECLARE_FLAG(informerd::MetricsListenFlag, metrics_listen);
 ABSL_DECLARE_FLAG(std::optional<std::string>, status_listen);

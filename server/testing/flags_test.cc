@@ -153,6 +153,31 @@ INSTANTIATE_TEST_SUITE_P(
       return name;
     });
 
+// --check-config: the file and flags validated as a start would, and nothing started (no
+// listener: the config's 127.0.0.1:1 would be refused or taken).
+TEST(CheckConfigTest, AValidConfigIsSaidValidAndNothingStarts) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/valid.yaml");
+  std::ofstream(path) << "listen: [\"127.0.0.1:1\"]\n"
+                         "insecureAllowUnauthenticated: true\n"
+                         "clusters: [{name: local, inCluster: true}]\n"
+                         "informers: [{name: pods, resource: {version: v1, resource: pods}}]\n";
+  const Subprocess::Finished r =
+      RunBinary("server/informerd", {"--check-config", absl::StrCat("--config=", path)});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "config: valid\n");
+}
+
+TEST(CheckConfigTest, AnInvalidConfigIsRefusedNamingTheKey) {
+  const std::string path = absl::StrCat(::testing::TempDir(), "/invalid.yaml");
+  std::ofstream(path) << "informers: [{name: pods, resource: {version: v1, resource: pods}, "
+                         "labelSelectr: app=web}]\n";
+  const Subprocess::Finished r =
+      RunBinary("server/informerd", {"--check_config", absl::StrCat("--config=", path)});
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("informers[0]")) << r.output;
+  EXPECT_THAT(r.output, ::testing::Not(HasSubstr("config: valid")));
+}
+
 TEST(PositionalTest, AnArgumentThatIsNotAFlagIsRefused) {
   const Subprocess::Finished r = RunBinary("server/informerd", {"--listen=127.0.0.1:0", "stray"});
   EXPECT_EQ(r.exit_code, 1) << r.output;

@@ -1,4 +1,4 @@
-"""deploy/monitoring against a real daemon: every metric the alert rules and the Grafana
+"""The alert rules and dashboard (deploy/helm/informerd/files) against a real daemon: every metric the alert rules and the Grafana
 dashboard query is one the daemon exports (after an informer, a queue and a worker exist), so a
 renamed metric cannot leave an alert that never fires. promtool checks the rules themselves
 (tools/check_monitoring)."""
@@ -18,7 +18,7 @@ from informerd.testing import Daemon, FakeApiServer, eventually
 from informerd.testing.processes import repo_root
 from informerd.work import Outcome, WorkStream
 
-MONITORING = (repo_root() or Path.cwd()) / "deploy" / "monitoring"
+MONITORING = (repo_root() or Path.cwd()) / "deploy" / "helm" / "informerd" / "files"
 # Prometheus's own series and PromQL words, which are not informerd's metrics.
 NOT_METRICS = {
     "up",

@@ -15,21 +15,50 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
+// release is what one rendering of the chart was asked for: where checkRelease
+// looks for its objects and what it expects of them.
+type release struct {
+	namespace, name string // the release's namespace and full name
+	replicas        int
+	maxUnavailable  int    // the PodDisruptionBudget's (with more than one replica)
+	leaderElection  bool   // a Lease, its Roles and the identity flag
+	image           string // "": not checked
+	tlsSecret       string // "": no TLS
+}
+
 // TestDeployConsistency checks that the files of deploy/ agree with each
 // other where the API server cannot tell: the daemon's config (in the
 // ConfigMap) against the Deployment, the Service, the RBAC and the admission
 // policy. No server; runs with -short too.
 func TestDeployConsistency(t *testing.T) {
+	version, err := os.ReadFile(filepath.Join("..", "..", "..", "VERSION"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	ms := loadManifests(t, filepath.Join("..", "..", "..", "deploy"))
+	// The image is the one make image builds (tools/image): informerd:<VERSION>.
+	checkRelease(t, ms, release{namespace: "informerd", name: "informerd", replicas: 3, maxUnavailable: 1, leaderElection: true,
+		image: "informerd:" + strings.TrimSpace(string(version)), tlsSecret: "informerd-tls"})
+}
+
+// checkRelease checks one installation's objects (deploy/'s, or one helm
+// template of the chart) against each other and against what the chart
+// promises: the config's ports, paths, Lease and informers against the
+// Deployment, Service, PodDisruptionBudget and RBAC; the pod's security.
+func checkRelease(t *testing.T, ms []manifest, r release) {
+	t.Helper()
 	find := func(kind, ns, name string) *unstructured.Unstructured {
 		t.Helper()
+		return findObject(t, ms, kind, ns, name)
+	}
+	count := func(kind string) int {
+		n := 0
 		for _, m := range ms {
-			if m.obj.GetKind() == kind && m.obj.GetNamespace() == ns && m.obj.GetName() == name {
-				return m.obj
+			if m.obj.GetKind() == kind {
+				n++
 			}
 		}
-		t.Fatalf("no %s %s/%s under deploy/", kind, ns, name)
-		return nil
+		return n
 	}
 	str := func(o map[string]any, fields ...string) string {
 		v, ok, _ := unstructured.NestedFieldNoCopy(o, fields...)
@@ -66,18 +95,18 @@ func TestDeployConsistency(t *testing.T) {
 	}
 
 	// The daemon's config, as strictly as the manifests.
-	cm := find("ConfigMap", "informerd", "informerd")
+	cm := find("ConfigMap", r.namespace, r.name)
 	cfgText, _, _ := unstructured.NestedString(cm.Object, "data", "config.yaml")
 	j, err := yaml.YAMLToJSONStrict([]byte(cfgText))
 	if err != nil {
-		t.Fatalf("ConfigMap informerd/informerd config.yaml: %v", err)
+		t.Fatalf("ConfigMap %s/%s config.yaml: %v", r.namespace, r.name, err)
 	}
 	var cfg map[string]any
 	if err := yaml.Unmarshal(j, &cfg); err != nil {
 		t.Fatal(err)
 	}
-	if str(cfg, "leaderElection", "enabled") != "true" {
-		t.Errorf("config.yaml: leaderElection.enabled is %s, want true", str(cfg, "leaderElection", "enabled"))
+	if got := str(cfg, "leaderElection", "enabled") == "true"; got != r.leaderElection {
+		t.Errorf("config.yaml: leaderElection.enabled is %v, want %v", got, r.leaderElection)
 	}
 	leaseNS, leaseName := str(cfg, "leaderElection", "lease", "namespace"), str(cfg, "leaderElection", "lease", "name")
 	if c := list(cfg, "clusters"); len(c) != 1 || c[0]["inCluster"] != true {
@@ -85,26 +114,20 @@ func TestDeployConsistency(t *testing.T) {
 	}
 
 	// The pod.
-	dep := find("Deployment", "informerd", "informerd")
+	dep := find("Deployment", r.namespace, r.name)
 	pod, _, _ := unstructured.NestedMap(dep.Object, "spec", "template", "spec")
 	podLabels, _, _ := unstructured.NestedStringMap(dep.Object, "spec", "template", "metadata", "labels")
-	if r := str(dep.Object, "spec", "replicas"); r != "3" {
-		t.Errorf("Deployment: replicas %s, want 3", r)
+	if n := str(dep.Object, "spec", "replicas"); n != fmt.Sprint(r.replicas) {
+		t.Errorf("Deployment: replicas %s, want %d", n, r.replicas)
 	}
-	sa := find("ServiceAccount", "informerd", str(pod, "serviceAccountName"))
+	sa := find("ServiceAccount", r.namespace, str(pod, "serviceAccountName"))
 	ctrs := list(pod, "containers")
 	if len(ctrs) != 1 {
 		t.Fatalf("Deployment: %d containers, want 1", len(ctrs))
 	}
 	ctr := ctrs[0]
-	// The image is the one make image builds (tools/image): informerd:<VERSION>,
-	// whose user is the pod's runAsUser.
-	version, err := os.ReadFile(filepath.Join("..", "..", "..", "VERSION"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "informerd:" + strings.TrimSpace(string(version)); str(ctr, "image") != want {
-		t.Errorf("Deployment: image %q, want %q (VERSION; make image)", str(ctr, "image"), want)
+	if r.image != "" && str(ctr, "image") != r.image {
+		t.Errorf("Deployment: image %q, want %q", str(ctr, "image"), r.image)
 	}
 	if u := str(pod, "securityContext", "runAsUser"); u != "65532" {
 		t.Errorf("Deployment: runAsUser %s, want 65532 (the image's user, tools/image)", u)
@@ -138,7 +161,9 @@ func TestDeployConsistency(t *testing.T) {
 	wantArgs := []string{
 		"--config=" + path.Join(mountOf("configMap", "name", cm.GetName()), "config.yaml"),
 		"--advertise-address=$(POD_IP):" + ports["grpc"],
-		"--leader-elect-identity=$(POD_NAME)",
+	}
+	if r.leaderElection {
+		wantArgs = append(wantArgs, "--leader-elect-identity=$(POD_NAME)")
 	}
 	if !slices.Equal(args, wantArgs) {
 		t.Errorf("Deployment: args %q, want %q", args, wantArgs)
@@ -157,9 +182,13 @@ func TestDeployConsistency(t *testing.T) {
 			t.Errorf("Deployment: %s on %q, want %q", probe, got, p+" metrics")
 		}
 	}
-	tlsDir := mountOf("secret", "secretName", "informerd-tls")
-	if c, k := str(cfg, "tls", "cert"), str(cfg, "tls", "key"); c != path.Join(tlsDir, "tls.crt") || k != path.Join(tlsDir, "tls.key") {
-		t.Errorf("config.yaml: tls {cert: %s, key: %s}, want tls.crt and tls.key of the Secret mounted at %s", c, k, tlsDir)
+	if r.tlsSecret != "" {
+		tlsDir := mountOf("secret", "secretName", r.tlsSecret)
+		if c, k := str(cfg, "tls", "cert"), str(cfg, "tls", "key"); c != path.Join(tlsDir, "tls.crt") || k != path.Join(tlsDir, "tls.key") {
+			t.Errorf("config.yaml: tls {cert: %s, key: %s}, want tls.crt and tls.key of the Secret mounted at %s", c, k, tlsDir)
+		}
+	} else if str(cfg, "tls") != "" || str(cfg, "insecureAllowUnauthenticated") != "true" {
+		t.Errorf("config.yaml: tls %q and insecureAllowUnauthenticated %q, want no TLS only with authentication off", str(cfg, "tls"), str(cfg, "insecureAllowUnauthenticated"))
 	}
 	grace, err := time.ParseDuration(str(cfg, "shutdownGracePeriod"))
 	if err != nil {
@@ -170,6 +199,12 @@ func TestDeployConsistency(t *testing.T) {
 	}
 	if str(pod, "securityContext", "runAsNonRoot") != "true" {
 		t.Errorf("Deployment: pod securityContext.runAsNonRoot is not true")
+	}
+	if p := str(pod, "securityContext", "seccompProfile", "type"); p != "RuntimeDefault" {
+		t.Errorf("Deployment: pod seccompProfile %q, want RuntimeDefault", p)
+	}
+	if d, _, _ := unstructured.NestedStringSlice(ctr, "securityContext", "capabilities", "drop"); !slices.Equal(d, []string{"ALL"}) {
+		t.Errorf("Deployment: container drops capabilities %q, want [ALL]", d)
 	}
 	for f, want := range map[string]string{"readOnlyRootFilesystem": "true", "allowPrivilegeEscalation": "false"} {
 		if got := str(ctr, "securityContext", f); got != want {
@@ -196,7 +231,7 @@ func TestDeployConsistency(t *testing.T) {
 			}
 		}
 	}
-	svc := find("Service", "informerd", "informerd")
+	svc := find("Service", r.namespace, r.name)
 	sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
 	matches("Service", sel)
 	for _, name := range []string{"grpc", "metrics"} {
@@ -205,11 +240,15 @@ func TestDeployConsistency(t *testing.T) {
 			t.Errorf("Service: port %s is %v, want port %s to targetPort %s", name, p, ports[name], name)
 		}
 	}
-	pdb := find("PodDisruptionBudget", "informerd", "informerd")
-	sel, _, _ = unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
-	matches("PodDisruptionBudget", sel)
-	if m := str(pdb.Object, "spec", "maxUnavailable"); m != "1" {
-		t.Errorf("PodDisruptionBudget: maxUnavailable %s, want 1", m)
+	if r.replicas > 1 {
+		pdb := find("PodDisruptionBudget", r.namespace, r.name)
+		sel, _, _ = unstructured.NestedStringMap(pdb.Object, "spec", "selector", "matchLabels")
+		matches("PodDisruptionBudget", sel)
+		if m := str(pdb.Object, "spec", "maxUnavailable"); m != fmt.Sprint(r.maxUnavailable) {
+			t.Errorf("PodDisruptionBudget: maxUnavailable %s, want %d", m, r.maxUnavailable)
+		}
+	} else if n := count("PodDisruptionBudget"); n != 0 {
+		t.Errorf("%d PodDisruptionBudgets for one replica (it would block every drain)", n)
 	}
 
 	// The RBAC the config needs: the Lease and the Queue objects in the
@@ -236,21 +275,45 @@ func TestDeployConsistency(t *testing.T) {
 		}
 		return false
 	}
-	le := bound("Role", leaseNS, "informerd-leader-election")
-	if !grants(le, "coordination.k8s.io", "leases", leaseName, "get", "update") || !grants(le, "coordination.k8s.io", "leases", "", "create") {
-		t.Errorf("Role %s/informerd-leader-election does not grant get, update on Lease %s and create on leases", leaseNS, leaseName)
+	if r.leaderElection {
+		le := bound("Role", leaseNS, r.name+"-leader-election")
+		if !grants(le, "coordination.k8s.io", "leases", leaseName, "get", "update") || !grants(le, "coordination.k8s.io", "leases", "", "create") {
+			t.Errorf("Role %s/%s-leader-election does not grant get, update on Lease %s and create on leases", leaseNS, r.name, leaseName)
+		}
+		if !grants(bound("Role", leaseNS, r.name+"-queues"), "informerd.io", "queues", "", "get", "list", "watch", "create", "update", "delete") {
+			t.Errorf("Role %s/%s-queues does not grant get, list, watch, create, update, delete on queues.informerd.io", leaseNS, r.name)
+		}
 	}
-	if !grants(bound("Role", leaseNS, "informerd-queues"), "informerd.io", "queues", "", "get", "list", "watch", "create", "update", "delete") {
-		t.Errorf("Role %s/informerd-queues does not grant get, list, watch, create, update, delete on queues.informerd.io", leaseNS)
-	}
-	informers := bound("ClusterRole", "", "informerd")
+	// Each informer's resource, cluster-wide or in its namespace only.
+	clusterWide := bound("ClusterRole", "", r.name)
 	for _, inf := range list(cfg, "informers") {
-		if g, r := str(inf, "resource", "group"), str(inf, "resource", "resource"); !grants(informers, g, r, "", "list", "watch") {
-			t.Errorf("ClusterRole informerd does not grant list, watch on %q of group %q (informer %s of config.yaml)", r, g, str(inf, "name"))
+		g, res, ns := str(inf, "resource", "group"), str(inf, "resource", "resource"), str(inf, "namespace")
+		if ns == "" && !grants(clusterWide, g, res, "", "list", "watch") {
+			t.Errorf("ClusterRole %s does not grant list, watch on %q of group %q (informer %s of config.yaml)", r.name, res, g, str(inf, "name"))
+		}
+		if ns != "" && !grants(bound("Role", ns, r.name+"-informers"), g, res, "", "list", "watch") {
+			t.Errorf("Role %s/%s-informers does not grant list, watch on %q of group %q (informer %s of config.yaml)", ns, r.name, res, g, str(inf, "name"))
+		}
+	}
+	// No rule anywhere with a wildcard, and informerd never writes what it caches.
+	for _, m := range ms {
+		if k := m.obj.GetKind(); k != "ClusterRole" && k != "Role" {
+			continue
+		}
+		for _, rule := range list(m.obj.Object, "rules") {
+			for _, f := range []string{"apiGroups", "resources", "verbs"} {
+				v, _, _ := unstructured.NestedStringSlice(rule, f)
+				if slices.Contains(v, "*") {
+					t.Errorf("%s: a rule with %s \"*\": %v", m.where, f, rule)
+				}
+			}
 		}
 	}
 
 	// The CRD as design and daemon expect it.
+	if count("CustomResourceDefinition") == 0 {
+		return
+	}
 	crd := find("CustomResourceDefinition", "", "queues.informerd.io")
 	for f, want := range map[string]string{"group": "informerd.io", "scope": "Namespaced", "names.kind": "Queue", "names.plural": "queues"} {
 		if got := str(crd.Object, append([]string{"spec"}, strings.Split(f, ".")...)...); got != want {
@@ -264,9 +327,12 @@ func TestDeployConsistency(t *testing.T) {
 	}
 
 	// The admission policy lets informerd's service account write Queues.
-	vap := find("ValidatingAdmissionPolicy", "", "informerd-queues-writers")
-	if v := list(vap.Object, "spec", "validations"); len(v) != 1 || !strings.Contains(str(v[0], "expression"), `"system:serviceaccount:`+sa.GetNamespace()+":"+sa.GetName()+`"`) {
-		t.Errorf("ValidatingAdmissionPolicy informerd-queues-writers does not let service account %s/%s write: %v", sa.GetNamespace(), sa.GetName(), v)
+	if count("ValidatingAdmissionPolicy") == 0 {
+		return
 	}
-	find("ValidatingAdmissionPolicyBinding", "", "informerd-queues-writers")
+	vap := find("ValidatingAdmissionPolicy", "", r.name+"-queues-writers")
+	if v := list(vap.Object, "spec", "validations"); len(v) != 1 || !strings.Contains(str(v[0], "expression"), `"system:serviceaccount:`+sa.GetNamespace()+":"+sa.GetName()+`"`) {
+		t.Errorf("ValidatingAdmissionPolicy %s-queues-writers does not let service account %s/%s write: %v", r.name, sa.GetNamespace(), sa.GetName(), v)
+	}
+	find("ValidatingAdmissionPolicyBinding", "", r.name+"-queues-writers")
 }

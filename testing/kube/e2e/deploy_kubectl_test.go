@@ -51,26 +51,10 @@ func TestDeployKubectl(t *testing.T) {
 	defer cancel()
 
 	// run runs kubectl with the admin kubeconfig and nothing of this
-	// machine's (no ~/.kube, no kuberc, no $KUBECONFIG) and returns stdout,
-	// stderr and the exit code.
+	// machine's (no ~/.kube, no kuberc, no $KUBECONFIG).
 	run := func(args ...string) (string, string, int) {
 		t.Helper()
-		cctx, ccancel := context.WithTimeout(ctx, time.Minute)
-		defer ccancel()
-		cmd := exec.CommandContext(cctx, kubectl, append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
-		cmd.Env = []string{"HOME=" + tmp, "KUBERC=off", "PATH=/usr/bin:/bin"}
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		var exit *exec.ExitError
-		code := 0
-		if errors.As(err, &exit) {
-			code = exit.ExitCode()
-		} else if err != nil {
-			t.Fatalf("kubectl %s: %v", strings.Join(args, " "), err)
-		}
-		t.Logf("kubectl %s: exit %d\n%s%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
-		return stdout.String(), stderr.String(), code
+		return runTool(ctx, t, kubectlEnv(tmp), kubectl, append([]string{"--kubeconfig", s.Kubeconfig}, args...)...)
 	}
 	mustRun := func(want string, args ...string) {
 		t.Helper()
@@ -180,5 +164,93 @@ spec:
 		if code == 0 || !strings.Contains(errOut, c.want) {
 			t.Errorf("broken %s: exit %d, want non-zero and %s\nstdout:\n%s\nstderr:\n%s", c.name, code, c.want, out, errOut)
 		}
+	}
+}
+
+// kubectlEnv is the environment kubectl (and helm) run with in these tests:
+// home as HOME, no kuberc, a PATH of the system's directories only.
+func kubectlEnv(home string) []string {
+	return []string{"HOME=" + home, "KUBERC=off", "PATH=/usr/bin:/bin"}
+}
+
+// runTool runs bin with args and env (stdin from the optional input), logs
+// the command and what it wrote, and returns stdout, stderr and the exit code.
+func runTool(ctx context.Context, t *testing.T, env []string, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	return runToolInput(ctx, t, env, nil, bin, args...)
+}
+
+func runToolInput(ctx context.Context, t *testing.T, env []string, stdin []byte, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cctx, ccancel := context.WithTimeout(ctx, time.Minute)
+	defer ccancel()
+	cmd := exec.CommandContext(cctx, bin, args...)
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var exit *exec.ExitError
+	code := 0
+	if errors.As(err, &exit) {
+		code = exit.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %s: %v", filepath.Base(bin), strings.Join(args, " "), err)
+	}
+	out := stdout.String()
+	if len(out) > 4000 {
+		out = out[:4000] + "..."
+	}
+	t.Logf("%s %s: exit %d\n%s%s", filepath.Base(bin), strings.Join(args, " "), code, out, stderr.String())
+	return stdout.String(), stderr.String(), code
+}
+
+// TestDeployInstallsInOneCommand runs deploy/README.md's install command on an
+// empty cluster, for real: kubectl applies its -f arguments in order, so the
+// CRD and the Namespace (deploy/crd, deploy/rbac/informerd.yaml) exist before
+// the objects that need them (deploy/informerd). Every object must be
+// created, with nothing on stderr.
+func TestDeployInstallsInOneCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a real kube-apiserver")
+	}
+	deployDir, err := filepath.Abs(filepath.Join("..", "..", "..", "deploy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl := kubetest.Kubectl(t)
+	s := kubetest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	paths := []string{filepath.Join(deployDir, "crd"), filepath.Join(deployDir, "rbac", "informerd.yaml"), filepath.Join(deployDir, "informerd")}
+	args := []string{"--kubeconfig", s.Kubeconfig, "apply"}
+	var want []string
+	for _, p := range paths {
+		args = append(args, "-f", p)
+		var ms []manifest
+		if strings.HasSuffix(p, ".yaml") {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ms = parseManifests(t, p, filepath.Base(p), b)
+		} else {
+			ms = loadManifests(t, p)
+		}
+		for _, m := range ms {
+			want = append(want, kubectlName(m)+" created")
+		}
+	}
+	out, errOut, code := runTool(ctx, t, kubectlEnv(t.TempDir()), kubectl, args...)
+	if code != 0 || errOut != "" {
+		t.Fatalf("kubectl %s: exit %d, stderr:\n%s", strings.Join(args[2:], " "), code, errOut)
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	sort.Strings(want)
+	sort.Strings(got)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("kubectl apply printed\n%s\nwant (in any order)\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

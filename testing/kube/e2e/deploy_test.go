@@ -39,9 +39,11 @@ type manifest struct {
 	obj   *unstructured.Unstructured
 }
 
-// notManifests are the directories of deploy/ that hold no Kubernetes
-// objects: monitoring/ has Prometheus rules and a Grafana dashboard.
-var notManifests = map[string]bool{"monitoring": true}
+// notManifests are the directories of deploy/ that the tests of deploy/ do
+// not apply: helm/ holds the chart (chart_test.go renders and applies it), and
+// monitoring/ the Prometheus Operator's objects, whose CRDs only
+// chart_test.go installs.
+var notManifests = map[string]bool{"helm": true, "monitoring": true}
 
 // manifestDirs are the directories of deploy/ with Kubernetes objects.
 func manifestDirs(t *testing.T, root string) []string {
@@ -75,30 +77,7 @@ func loadManifests(t *testing.T, root string) []manifest {
 		if err != nil {
 			return err
 		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-		for i := 1; ; i++ {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			if len(bytes.TrimSpace(stripComments(doc))) == 0 {
-				continue
-			}
-			j, err := yaml.YAMLToJSONStrict(doc)
-			if err != nil {
-				t.Errorf("%s document %d: %v", path, i, err)
-				continue
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(j); err != nil {
-				t.Errorf("%s document %d: %v", path, i, err)
-				continue
-			}
-			out = append(out, manifest{where: filepath.Base(filepath.Dir(path)) + "/" + filepath.Base(path) + ":" + u.GetKind() + "/" + u.GetName(), path: path, obj: u})
-		}
+		out = append(out, parseManifests(t, path, filepath.Base(filepath.Dir(path))+"/"+filepath.Base(path), b)...)
 		return nil
 	})
 	if err != nil {
@@ -106,6 +85,38 @@ func loadManifests(t *testing.T, root string) []manifest {
 	}
 	if len(out) == 0 {
 		t.Fatalf("no manifests under %s", root)
+	}
+	return out
+}
+
+// parseManifests reads the objects of one YAML stream (path: the file it came
+// from, for kubectl; where: how errors name it) strictly.
+func parseManifests(t *testing.T, path, where string, b []byte) []manifest {
+	t.Helper()
+	var out []manifest
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	for i := 1; ; i++ {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", where, err)
+		}
+		if len(bytes.TrimSpace(stripComments(doc))) == 0 {
+			continue
+		}
+		j, err := yaml.YAMLToJSONStrict(doc)
+		if err != nil {
+			t.Errorf("%s document %d: %v", where, i, err)
+			continue
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(j); err != nil {
+			t.Errorf("%s document %d: %v", where, i, err)
+			continue
+		}
+		out = append(out, manifest{where: where + ":" + u.GetKind() + "/" + u.GetName(), path: path, obj: u})
 	}
 	return out
 }

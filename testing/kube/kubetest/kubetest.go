@@ -125,22 +125,45 @@ func script(t testing.TB, name string) string {
 // (a link when `go vet ./...` has filled the build cache, as in make test).
 func Kubectl(t testing.TB) string {
 	t.Helper()
+	return built(t, "kubectl", "binary: ")
+}
+
+// Helm returns the path of the real helm (out/helm), which testing/helm/helm
+// builds from its Go module when it is missing or stale.
+func Helm(t testing.TB) string {
+	t.Helper()
+	return built(t, filepath.Join("..", "helm", "helm"), "binary: ")
+}
+
+// PrometheusOperatorCRDs returns the directory of the Prometheus Operator's
+// CRDs (ServiceMonitor, PrometheusRule, ...), which
+// testing/helm/prometheus-operator-crds generates from its Go types.
+func PrometheusOperatorCRDs(t testing.TB) string {
+	t.Helper()
+	return built(t, filepath.Join("..", "helm", "prometheus-operator-crds"), "dir: ")
+}
+
+// built runs the script testing/kube/NAME with --build-only (which the
+// scripts that only build ignore) and returns the absolute path it printed
+// after prefix.
+func built(t testing.TB, name, prefix string) string {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), buildBudget(t))
 	defer cancel()
-	cmd := exec.CommandContext(ctx, script(t, "kubectl"), "--build-only")
+	cmd := exec.CommandContext(ctx, script(t, name), "--build-only")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	began := time.Now()
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("testing/kube/kubectl --build-only: %v\n%s", err, stderr.String())
+		t.Fatalf("%s --build-only: %v\n%s", name, err, stderr.String())
 	}
-	bin, ok := strings.CutPrefix(strings.TrimSpace(string(out)), "binary: ")
-	if !ok || !filepath.IsAbs(bin) {
-		t.Fatalf("testing/kube/kubectl --build-only printed %q", out)
+	p, ok := strings.CutPrefix(strings.TrimSpace(string(out)), prefix)
+	if !ok || !filepath.IsAbs(p) {
+		t.Fatalf("%s --build-only printed %q", name, out)
 	}
-	t.Logf("kubectl %s (%v) %s", bin, time.Since(began).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
-	return bin
+	t.Logf("%s: %s (%v) %s", name, p, time.Since(began).Round(time.Millisecond), strings.TrimSpace(stderr.String()))
+	return p
 }
 
 // Stop sends SIGTERM and waits for the process to go away, then checks from

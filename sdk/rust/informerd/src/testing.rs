@@ -43,6 +43,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::client::Client;
 
+mod pki;
+pub use pki::{KeyPair, Pki};
+
 /// The daemon binary's variable.
 pub const INFORMERD_BIN: &str = "INFORMERD_BIN";
 /// The fake API server binary's variable.

@@ -18,9 +18,11 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use informerd::testing::{Daemon, KubeApiServer, wait_until};
+use informerd::testing::{Daemon, KubeApiServer, Pki, wait_until};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::authentication::v1::TokenRequest;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
@@ -74,6 +76,7 @@ async fn the_examples_on_a_real_kube_apiserver() -> TestResult {
         .await?;
     crd_finalizer_adds_writes_status_and_cleans_up(&server, &kube).await?;
     crd_finalizer_runs_as_a_program_and_drains_on_sigterm(&server, &kube).await?;
+    the_examples_run_as_programs_with_authentication_on(&server, &kube).await?;
     kube_helpers_conflict_instead_of_clobbering(&kube).await?;
     Ok(())
 }
@@ -338,6 +341,46 @@ fn example_program(name: &str) -> PathBuf {
     path
 }
 
+/// The example program `name` on informerd at `target` (with `connection`'s flags: its CA and
+/// credential) and the kube-apiserver, for namespace `ns`, its output into `log`.
+fn spawn_example(
+    name: &str,
+    target: &str,
+    connection: &[String],
+    server: &KubeApiServer,
+    ns: &str,
+    log: &tempfile::NamedTempFile,
+) -> std::io::Result<tokio::process::Child> {
+    tokio::process::Command::new(example_program(name))
+        .arg("--target")
+        .arg(target)
+        .args(connection)
+        .arg("--kubeconfig")
+        .arg(server.kubeconfig())
+        .arg(format!("--namespace={ns}"))
+        .stdin(Stdio::null())
+        .stdout(log.reopen()?)
+        .stderr(log.reopen()?)
+        .kill_on_drop(true)
+        .spawn()
+}
+
+/// SIGTERM to `program`, which must drain and exit 0; its output.
+async fn drained(
+    mut program: tokio::process::Child,
+    log: &tempfile::NamedTempFile,
+    what: &str,
+) -> Result<String, Box<dyn std::error::Error>> {
+    let pid = program.id().expect("running") as libc::pid_t;
+    // SAFETY: kill(2) on the child this test started and has not reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
+    let status = tokio::time::timeout(DEADLINE, program.wait()).await??;
+    let output = std::fs::read_to_string(log.path())?;
+    assert!(status.success(), "{what}: {status}: {output}");
+    assert!(output.contains("SIGTERM: draining"), "{what}: {output}");
+    Ok(output)
+}
+
 async fn crd_finalizer_runs_as_a_program_and_drains_on_sigterm(
     server: &KubeApiServer,
     kube: &kube::Client,
@@ -346,17 +389,7 @@ async fn crd_finalizer_runs_as_a_program_and_drains_on_sigterm(
     namespace(kube, ns).await?;
     let daemon = Daemon::start(server.kubeconfig()).await?;
     let log = tempfile::NamedTempFile::new()?;
-    let mut program = tokio::process::Command::new(example_program("crd_finalizer"))
-        .arg("--target")
-        .arg(daemon.target())
-        .arg("--kubeconfig")
-        .arg(server.kubeconfig())
-        .arg(format!("--namespace={ns}"))
-        .stdin(Stdio::null())
-        .stdout(log.reopen()?)
-        .stderr(log.reopen()?)
-        .kill_on_drop(true)
-        .spawn()?;
+    let program = spawn_example("crd_finalizer", daemon.target(), &[], server, ns, &log)?;
     let widgets: Api<crd_finalizer::Widget> = Api::namespaced(kube.clone(), ns);
     // The program installs the CRD (the scenario before did too: it is served already).
     apply(&widgets, widget("from-main", 2)).await?;
@@ -364,14 +397,158 @@ async fn crd_finalizer_runs_as_a_program_and_drains_on_sigterm(
         observed(&widgets, "from-main", 1)
     })
     .await;
-    let pid = program.id().expect("running") as libc::pid_t;
-    // SAFETY: kill(2) on the child this test started and has not reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGTERM) }, 0);
-    let status = tokio::time::timeout(DEADLINE, program.wait()).await??;
-    let output = std::fs::read_to_string(log.path())?;
-    assert!(status.success(), "{status}: {output}");
-    assert!(output.contains("SIGTERM: draining"), "{output}");
+    let output = drained(program, &log, "crd_finalizer").await?;
     assert!(output.contains("work stream drained"), "{output}");
+    Ok(())
+}
+
+/// What an example needs of informerd, for `subject` (an RBAC subject): reading its resources
+/// in `ns` (list and watch) and working its queue, the least a user binds for it.
+async fn grant_example(kube: &kube::Client, ns: &str, subject: Value, queue: &str) -> TestResult {
+    let reader = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": "example-reader", "namespace": ns},
+        "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["example.informerd.io"], "resources": ["widgets"], "verbs": ["list", "watch"]},
+        ],
+    });
+    apply(&Api::<Role>::namespaced(kube.clone(), ns), reader).await?;
+    let binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "example-reader", "namespace": ns},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "example-reader"},
+        "subjects": [subject.clone()],
+    });
+    apply(&Api::<RoleBinding>::namespaced(kube.clone(), ns), binding).await?;
+    // informerd reviews queues with namespace "": a ClusterRoleBinding, limited by name.
+    let name = format!("example-{ns}");
+    let queue_role = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": name},
+        "rules": [{"apiGroups": ["informerd.io"], "resources": ["queues"], "resourceNames": [queue],
+                   "verbs": ["get", "work", "update", "create"]}],
+    });
+    apply(&Api::<ClusterRole>::all(kube.clone()), queue_role).await?;
+    let queue_binding = json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+        "subjects": [subject],
+    });
+    apply(&Api::<ClusterRoleBinding>::all(kube.clone()), queue_binding).await?;
+    Ok(())
+}
+
+/// A token of service account `ns/name` (created here), from the TokenRequest API.
+async fn service_account_token(kube: &kube::Client, ns: &str, name: &str) -> kube::Result<String> {
+    let accounts: Api<ServiceAccount> = Api::namespaced(kube.clone(), ns);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    accounts.create(&PostParams::default(), &account).await?;
+    let request: TokenRequest =
+        serde_json::from_value(json!({"spec": {"audiences": [], "expirationSeconds": 3600}}))
+            .unwrap();
+    let issued = accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await?;
+    Ok(issued.status.and_then(|s| s.token).unwrap_or_default())
+}
+
+/// Each example as a program, as its README runs it against informerd's default (authentication
+/// on): over TLS with a service account's token file, and with a client certificate, bound to
+/// what it needs; it reconciles, and exits 0 on SIGTERM after draining. The Rust twin of
+/// test_examples.py's test of the same name.
+async fn the_examples_run_as_programs_with_authentication_on(
+    server: &KubeApiServer,
+    kube: &kube::Client,
+) -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let pki = Pki::new(dir.path().join("pki"))?;
+    let ca = pki.ca("ca")?;
+    let serving = pki.server_cert("server", &ca, &["127.0.0.1"], &["localhost"])?;
+    let client_ca = pki.ca("client-ca")?;
+    let daemon = Daemon::start_with(
+        server.kubeconfig(),
+        &[
+            &format!("--tls-cert={}", serving.cert.display()),
+            &format!("--tls-key={}", serving.key.display()),
+            &format!("--tls-client-ca={}", client_ca.cert.display()),
+        ],
+    )
+    .await?;
+    // Authentication is on: a caller with the CA but no credential is refused.
+    let anonymous = informerd::Client::connect(
+        informerd::ConnectOptions::new(daemon.target()).ca_pem(std::fs::read(&ca.cert)?),
+    )?;
+    let refused = anonymous
+        .informers()
+        .ensure(informerd::InformerSpec::new("v1", "ConfigMap").namespace("default"))
+        .await
+        .expect_err("informerd served a caller without credentials");
+    assert_eq!(refused.code(), tonic::Code::Unauthenticated, "{refused}");
+
+    for (example, queue) in [
+        ("crd_finalizer", crd_finalizer::NAME),
+        ("configmap_hash", configmap_hash::NAME),
+    ] {
+        for credential in ["token", "mtls"] {
+            let ns = format!("secure-{}-{credential}", example.replace('_', "-"));
+            namespace(kube, &ns).await?;
+            let (subject, flags) = if credential == "token" {
+                let token = dir.path().join(format!("{ns}.token"));
+                std::fs::write(&token, service_account_token(kube, &ns, "example").await?)?;
+                (
+                    json!({"kind": "ServiceAccount", "name": "example", "namespace": ns}),
+                    vec!["--token-file".to_string(), token.display().to_string()],
+                )
+            } else {
+                let user = format!("example-{ns}");
+                let cert = pki.client_cert(&user, &client_ca, &user, &[])?;
+                (
+                    json!({"kind": "User", "name": user, "apiGroup": "rbac.authorization.k8s.io"}),
+                    vec![
+                        "--cert-file".to_string(),
+                        cert.cert.display().to_string(),
+                        "--key-file".to_string(),
+                        cert.key.display().to_string(),
+                    ],
+                )
+            };
+            grant_example(kube, &ns, subject, queue).await?;
+            let log = tempfile::NamedTempFile::new()?;
+            let mut connection = vec!["--ca-file".to_string(), ca.cert.display().to_string()];
+            connection.extend(flags);
+            let program = spawn_example(example, daemon.target(), &connection, server, &ns, &log)?;
+            if example == "crd_finalizer" {
+                let widgets: Api<crd_finalizer::Widget> = Api::namespaced(kube.clone(), &ns);
+                apply(&widgets, widget("secure", 1)).await?;
+                eventually(
+                    &format!("{example} ({credential}) reconciled the Widget"),
+                    || observed(&widgets, "secure", 1),
+                )
+                .await;
+            } else {
+                apply(
+                    &Api::<ConfigMap>::namespaced(kube.clone(), &ns),
+                    configmap("cm", "1"),
+                )
+                .await?;
+                let deployments: Api<Deployment> = Api::namespaced(kube.clone(), &ns);
+                apply(&deployments, deployment("d", &["cm"])).await?;
+                eventually(
+                    &format!("{example} ({credential}) annotated the Deployment"),
+                    || {
+                        let deployments = deployments.clone();
+                        async move { Ok(hash_of(&deployments.get("d").await?).is_some()) }
+                    },
+                )
+                .await;
+            }
+            drained(program, &log, &format!("{example} ({credential})")).await?;
+        }
+    }
     Ok(())
 }
 

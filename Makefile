@@ -83,7 +83,10 @@ test-python:
 test-rust:
 	tools/test_rust
 
+# helm and the Prometheus Operator's CRDs (testing/helm) are built first, outside go test's
+# 10-minute limit for testing/kube's e2e package, which uses them (TestChart).
 test-go:
+	@testing/helm/helm --build-only >/dev/null && testing/helm/prometheus-operator-crds >/dev/null
 	@set -e; for m in $(GO_MODULES); do \
 	  if [ -z "$$(cd $$m && go list ./... 2>/dev/null)" ]; then echo "go: $$m has no packages (its go.mod pins tools, which its scripts build)"; continue; fi; \
 	  echo "go vet + go test: $$m"; \

@@ -1,7 +1,7 @@
-"""The alert rules and dashboard (deploy/helm/informerd/files) against a real daemon: every metric the alert rules and the Grafana
-dashboard query is one the daemon exports (after an informer, a queue and a worker exist), so a
-renamed metric cannot leave an alert that never fires. promtool checks the rules themselves
-(tools/check_monitoring)."""
+"""The alert rules and dashboard (deploy/helm/informerd/files) against a real daemon: every
+metric the alert rules and the Grafana dashboard query is one the daemon exports (after an
+informer, a queue and a worker exist), so a renamed metric cannot leave an alert that never
+fires. promtool checks the rules themselves (tools/check_monitoring)."""
 
 from __future__ import annotations
 

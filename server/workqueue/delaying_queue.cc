@@ -20,24 +20,33 @@ DelayingQueue::~DelayingQueue() {
 
 absl::Status DelayingQueue::AddAfter(absl::string_view key, absl::Duration delay) {
   MutexLock lock(&mu_);
-  return AddAfterLocked(key, delay);
+  return AddAfterLocked(key, delay, kDefaultPriority);
 }
 
-absl::Status DelayingQueue::AddAfterLocked(absl::string_view key, absl::Duration delay) {
+absl::Status DelayingQueue::AddAfter(absl::string_view key, absl::Duration delay,
+                                     int32_t priority) {
+  MutexLock lock(&mu_);
+  return AddAfterLocked(key, delay, priority);
+}
+
+absl::Status DelayingQueue::AddAfterLocked(absl::string_view key, absl::Duration delay,
+                                           int32_t priority) {
   if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (ShuttingDownLocked()) {
     return absl::FailedPreconditionError("queue is shutting down; key not added");
   }
   if (metrics() != nullptr) metrics()->retries->Inc();
-  if (delay <= absl::ZeroDuration()) return AddLocked(key);
+  if (delay <= absl::ZeroDuration()) return AddLocked(key, priority);
 
   int64_t ready_ns = absl::ToUnixNanos(clock_->Now() + delay);
   SlotId id = SlotForLocked(key);
   Slot& slot = SlotAt(id);
   if (slot.waiting_seq != 0) {
+    slot.delayed_priority = std::max(slot.delayed_priority, priority);
     if (slot.waiting_until_ns <= ready_ns) return absl::OkStatus();  // keep the earlier one
   } else {
     ++waiting_count_;
+    slot.delayed_priority = priority;
   }
   slot.waiting_seq = next_seq_++;
   slot.waiting_until_ns = ready_ns;
@@ -82,9 +91,10 @@ void DelayingQueue::OnTimer() {
     heap_.pop_back();
     if (!heap_.empty()) __builtin_prefetch(&SlotAt(heap_.front().slot), 1);
     if (!LiveLocked(item)) continue;
-    SlotAt(item.slot).waiting_seq = 0;
+    Slot& slot = SlotAt(item.slot);
+    slot.waiting_seq = 0;
     --waiting_count_;
-    AddSlotLocked(item.slot);
+    AddSlotLocked(item.slot, slot.delayed_priority);
   }
   ArmLocked();
   // Coalesce: the next run comes no sooner than timer_slack from now.

@@ -1,8 +1,8 @@
 // DelayingQueue: a Queue whose keys can be added after a delay (client-go's delaying_queue.go).
 //
 // AddAfter(key, d) adds `key` once `d` has passed on the queue's clock; d <= 0 is a plain Add.
-// A key already waiting for its deadline keeps the earlier of its two deadlines, so a burst of
-// AddAfter calls for one key produces one Add. Waiting keys live in a heap ordered by deadline
+// A key already waiting for its deadline keeps the earlier of its two deadlines and the higher of
+// its two priorities, so a burst of AddAfter calls for one key produces one Add, at that priority. Waiting keys live in a heap ordered by deadline
 // (FIFO among equal deadlines); one clock timer, armed for the earliest deadline, moves due keys
 // into the queue. There is no thread per key or per queue.
 //
@@ -37,13 +37,15 @@ class DelayingQueue : public Queue {
 
   // Adds `key` after `delay`; see the header comment. Counts a retry in the metrics.
   absl::Status AddAfter(absl::string_view key, absl::Duration delay);
+  // At `priority` (Queue::Add's rules once the delay has passed).
+  absl::Status AddAfter(absl::string_view key, absl::Duration delay, int32_t priority);
 
   // Number of keys waiting for their deadline (not yet in the queue).
   size_t Waiting() const;
 
  protected:
   explicit DelayingQueue(QueueOptions options);
-  absl::Status AddAfterLocked(absl::string_view key, absl::Duration delay)
+  absl::Status AddAfterLocked(absl::string_view key, absl::Duration delay, int32_t priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
  private:

@@ -31,6 +31,9 @@ absl::Status Queue::Validate(const QueueOptions& options) {
   if (options.timer_slack < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("timer_slack must not be negative");
   }
+  if (options.priority_aging <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("priority_aging must be positive (InfiniteDuration: none)");
+  }
   return absl::OkStatus();
 }
 
@@ -47,6 +50,9 @@ Queue::Queue(QueueOptions options)
                    ? QueueMetrics::Create(*options.metrics_provider, name_)
                    : nullptr),
       unfinished_work_update_period_(options.unfinished_work_update_period),
+      priority_aging_ns_(options.priority_aging == absl::InfiniteDuration()
+                             ? INT64_MAX
+                             : absl::ToInt64Nanoseconds(options.priority_aging)),
       last_token_(options.first_token) {
   if (metrics_ != nullptr) {
     unfinished_work_timer_ = clock_->CreateTimer([this] { UpdateUnfinishedWork(); });
@@ -110,34 +116,90 @@ void Queue::FreeLocked(SlotId id) {
   ++free_count_;
 }
 
-// ---- FIFO ----
+// ---- FIFOs ----
+
+Queue::Fifo& Queue::FifoLocked(int32_t priority) {
+  return priority == kDefaultPriority ? default_fifo_ : other_fifos_[priority];
+}
 
 void Queue::PushBackLocked(SlotId id) {
-  slots_[id].next = kNoSlot;
-  if (tail_ == kNoSlot) {
-    head_ = id;
+  Slot& slot = slots_[id];
+  Fifo& fifo = FifoLocked(slot.priority);
+  slot.next = kNoSlot;
+  slot.prev = fifo.tail;
+  if (fifo.tail == kNoSlot) {
+    fifo.head = id;
   } else {
-    slots_[tail_].next = id;
+    slots_[fifo.tail].next = id;
   }
-  tail_ = id;
+  fifo.tail = id;
+  ++fifo.len;
   len_hint_.store(++len_, std::memory_order_release);
   if (parked_getters_ > 0) work_cv_.Signal();
 }
 
-Queue::SlotId Queue::PopLocked() {
-  SlotId id = head_;
+void Queue::UnlinkLocked(SlotId id) {
   Slot& slot = slots_[id];
-  head_ = slot.next;
-  if (head_ == kNoSlot) {
-    tail_ = kNoSlot;
+  Fifo& fifo = FifoLocked(slot.priority);
+  if (slot.prev == kNoSlot) {
+    fifo.head = slot.next;
   } else {
-    // The next Get will want the new head and its key: start fetching them now.
-    const Slot& next = slots_[head_];
+    slots_[slot.prev].next = slot.next;
+  }
+  if (slot.next == kNoSlot) {
+    fifo.tail = slot.prev;
+  } else {
+    slots_[slot.next].prev = slot.prev;
+  }
+  slot.next = slot.prev = kNoSlot;
+  --fifo.len;
+  len_hint_.store(--len_, std::memory_order_release);
+  if (fifo.len == 0 && slot.priority != kDefaultPriority) other_fifos_.erase(slot.priority);
+}
+
+Queue::Fifo& Queue::NextFifoLocked() {
+  if (other_fifos_.empty()) return default_fifo_;  // no priorities in use: one FIFO
+  // The highest priority with waiting keys.
+  auto top = other_fifos_.begin();
+  Fifo* next = top->first > kDefaultPriority || default_fifo_.len == 0 ? &top->second
+                                                                       : &default_fifo_;
+  if (priority_aging_ns_ == INT64_MAX) return *next;
+  // Aging: the longest-waiting head that has waited priority_aging goes first (of equal waits,
+  // the higher priority's).
+  const int64_t overdue_at_or_before = absl::ToUnixNanos(clock_->Now()) - priority_aging_ns_;
+  Fifo* aged = nullptr;
+  int64_t oldest = 0;
+  auto consider = [&](Fifo& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (&f == next || f.len == 0) return;
+    const int64_t added = slots_[f.head].added_at_ns;
+    if (added <= overdue_at_or_before && (aged == nullptr || added < oldest)) {
+      oldest = added;
+      aged = &f;
+    }
+  };
+  bool default_considered = false;
+  for (auto& [priority, fifo] : other_fifos_) {  // highest first
+    if (!default_considered && priority < kDefaultPriority) {
+      consider(default_fifo_);
+      default_considered = true;
+    }
+    consider(fifo);
+  }
+  if (!default_considered) consider(default_fifo_);
+  return aged != nullptr ? *aged : *next;
+}
+
+Queue::SlotId Queue::PopLocked() {
+  Fifo& fifo = NextFifoLocked();
+  const SlotId id = fifo.head;
+  Slot& slot = slots_[id];
+  if (slot.next != kNoSlot) {
+    // The next Get will likely want the new head and its key: start fetching them now.
+    const Slot& next = slots_[slot.next];
     __builtin_prefetch(&next, 1);
     __builtin_prefetch(next.key.data());
   }
-  slot.next = kNoSlot;
-  len_hint_.store(--len_, std::memory_order_release);
+  UnlinkLocked(id);
   slot.dirty = false;
   slot.processing = true;
   slot.token = ++last_token_;
@@ -156,26 +218,42 @@ Queue::SlotId Queue::PopLocked() {
 
 absl::Status Queue::Add(absl::string_view key) {
   MutexLock lock(&mu_);
-  return AddLocked(key);
+  return AddLocked(key, kDefaultPriority);
 }
 
-absl::Status Queue::AddLocked(absl::string_view key) {
+absl::Status Queue::Add(absl::string_view key, int32_t priority) {
+  MutexLock lock(&mu_);
+  return AddLocked(key, priority);
+}
+
+absl::Status Queue::AddLocked(absl::string_view key, int32_t priority) {
   if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (shutting_down_) {
     return absl::FailedPreconditionError("queue is shutting down; key not added");
   }
-  AddSlotLocked(SlotForLocked(key));
+  AddSlotLocked(SlotForLocked(key), priority);
   return absl::OkStatus();
 }
 
-void Queue::AddSlotLocked(SlotId id) {
+void Queue::AddSlotLocked(SlotId id, int32_t priority) {
   Slot& slot = slots_[id];
-  if (slot.dirty) return;  // already waiting: dedup
-  slot.dirty = true;
-  if (metrics_ != nullptr) {
-    metrics_->adds->Inc();
-    slot.added_at_ns = absl::ToUnixNanos(clock_->Now());
+  if (slot.dirty) {
+    // Already waiting (dedup): it keeps the higher priority, joining the back of that one's FIFO.
+    if (priority <= slot.priority) return;
+    if (slot.processing) {
+      slot.priority = priority;  // Done queues it there
+      return;
+    }
+    UnlinkLocked(id);
+    slot.priority = priority;
+    PushBackLocked(id);
+    return;
   }
+  slot.dirty = true;
+  slot.priority = priority;
+  // Aging reads it, so it is kept with or without metrics.
+  slot.added_at_ns = absl::ToUnixNanos(clock_->Now());
+  if (metrics_ != nullptr) metrics_->adds->Inc();
   if (slot.processing) return;  // Done will re-queue it
   if (metrics_ != nullptr) metrics_->depth->Inc();
   PushBackLocked(id);
@@ -216,6 +294,7 @@ void Queue::FillLeaseLocked(SlotId id, Lease* lease) {
   lease->key.assign(slot.key);
   lease->token = slot.token;
   lease->slot = id;
+  lease->priority = slot.priority;
 }
 
 bool Queue::Get(Lease* lease) {
@@ -346,6 +425,21 @@ void Queue::DoneLocked(SlotId id) {
 size_t Queue::Len() const {
   MutexLock lock(&mu_);
   return len_;
+}
+
+std::vector<std::pair<int32_t, size_t>> Queue::LenByPriority() const {
+  MutexLock lock(&mu_);
+  std::vector<std::pair<int32_t, size_t>> out;
+  bool default_done = default_fifo_.len == 0;
+  for (const auto& [priority, fifo] : other_fifos_) {
+    if (!default_done && priority < kDefaultPriority) {
+      out.emplace_back(kDefaultPriority, default_fifo_.len);
+      default_done = true;
+    }
+    out.emplace_back(priority, fifo.len);
+  }
+  if (!default_done) out.emplace_back(kDefaultPriority, default_fifo_.len);
+  return out;
 }
 
 size_t Queue::Processing() const {

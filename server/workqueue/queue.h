@@ -23,6 +23,13 @@
 // Extensions:
 //   * GetBatch(max) hands out up to `max` keys in one call, each under the same rules, so the
 //     gRPC layer can batch deliveries.
+//   * Priorities (controller-runtime's priorityqueue): Add(key, priority) and the delaying
+//     layers' AddAfter/AddRateLimited take a priority (default 0; higher goes first). A key
+//     waiting twice keeps the higher of its priorities; keys of one priority leave in the order
+//     they joined it (a key whose priority is raised joins the back of its new priority). A key
+//     added while it is processed waits, after Done, at the highest priority it was added with
+//     meanwhile. Aging bounds starvation: a key that has waited `priority_aging` while keys of a
+//     higher priority went first is handed out before them, oldest first.
 //   * Leases: Get/GetBatch can return a Lease (key, fencing token) instead of a bare key, and
 //     Done(lease) ends exactly that hand-out. Tokens increase with every hand-out, so a Done
 //     for an earlier hand-out of the same key is refused (FailedPrecondition) instead of ending
@@ -36,11 +43,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -73,7 +83,15 @@ struct QueueOptions {
   // passes a value above every token an earlier process of it could have handed out (e.g. its
   // start time in ns) keeps tokens increasing across its restarts.
   uint64_t first_token = 0;
+  // A key that has waited this long (since it was added) is handed out before keys of higher
+  // priorities, the longest-waiting first: how long a low priority can be starved, at most,
+  // beyond the time to hand out the keys already overdue ahead of it. InfiniteDuration: strict
+  // priority order. Must be positive.
+  absl::Duration priority_aging = absl::Minutes(1);
 };
+
+// The priority of an Add that names none (controller-runtime's default).
+inline constexpr int32_t kDefaultPriority = 0;
 
 // One hand-out of a key by Get/GetBatch.
 // A hand-out to end, named by where the queue keeps its key and its token: a Lease without the
@@ -90,6 +108,8 @@ struct Lease {
   uint64_t token = 0;
   // Where the queue keeps the key; opaque to callers.
   uint32_t slot = 0;
+  // The priority the key waited at.
+  int32_t priority = kDefaultPriority;
 };
 
 class Queue {
@@ -102,6 +122,8 @@ class Queue {
   // Marks `key` as needing processing. OK also when it was already waiting (dedup) or is being
   // processed (it will be handed out again after Done).
   absl::Status Add(absl::string_view key);
+  // Add at `priority`: a key already waiting keeps the higher of its two priorities.
+  absl::Status Add(absl::string_view key, int32_t priority);
 
   // Blocks until a key is waiting, then hands it out for processing. nullopt: the queue is shut
   // down and empty.
@@ -136,6 +158,8 @@ class Queue {
 
   // Number of keys waiting (not counting those only being processed).
   size_t Len() const;
+  // Number of keys waiting at each priority, highest first (priorities with none left out).
+  std::vector<std::pair<int32_t, size_t>> LenByPriority() const;
   // Number of keys being processed.
   size_t Processing() const;
   // Number of Get/GetBatch callers blocked waiting for a key (tests wait for their getters to
@@ -158,13 +182,18 @@ class Queue {
   static constexpr SlotId kNoSlot = ~SlotId{0};
   struct Slot {
     std::string key;         // buffer kept across lives
-    SlotId next = kNoSlot;   // next in the FIFO (dirty, not processing) or in the free list
+    SlotId next = kNoSlot;   // next in its priority's FIFO (dirty, not processing), or free list
+    SlotId prev = kNoSlot;   // previous in its priority's FIFO
     bool dirty = false;      // waiting in the FIFO, or added again while processing
     bool processing = false; // handed out by Get and not yet Done
+    // While dirty: the priority it waits (or, processing, will wait) at.
+    int32_t priority = kDefaultPriority;
+    // While waiting for a deadline: the priority its delayed add will have.
+    int32_t delayed_priority = kDefaultPriority;
     // Delaying layer: the live heap entry for this key, 0 when not waiting for a deadline.
     uint64_t waiting_seq = 0;
     int64_t waiting_until_ns = 0;  // its deadline (unix ns), valid while waiting_seq != 0
-    int64_t added_at_ns = 0;       // metrics only: when it became dirty
+    int64_t added_at_ns = 0;       // when it became dirty (aging, metrics)
     int64_t started_at_ns = 0;     // metrics only: when Get handed it out
     uint64_t token = 0;            // fencing token of the current hand-out, while processing
     uint32_t hash32 = 0;           // Hash32(key)
@@ -184,9 +213,10 @@ class Queue {
   Slot& SlotAt(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[id]; }
   // Frees `id` if it is neither dirty, processing nor waiting.
   void ReleaseIfIdleLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AddLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Add of a live slot. REQUIRES: not shutting down.
-  void AddSlotLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status AddLocked(absl::string_view key, int32_t priority)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Add of a live slot at `priority`. REQUIRES: not shutting down.
+  void AddSlotLocked(SlotId id, int32_t priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShuttingDownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; }
   // nullptr when metrics are off.
   QueueMetrics* metrics() const { return metrics_.get(); }
@@ -196,8 +226,21 @@ class Queue {
   void FreeLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The live slot of `key`, or kNoSlot.
   SlotId FindLocked(absl::string_view key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The waiting keys of one priority, linked through Slot::next/prev, oldest first.
+  struct Fifo {
+    SlotId head = kNoSlot;
+    SlotId tail = kNoSlot;
+    size_t len = 0;
+  };
+  Fifo& FifoLocked(int32_t priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Appends `id` to the FIFO of its priority.
   void PushBackLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Hands out the front key. REQUIRES: len_ > 0.
+  // Takes `id` out of the FIFO of its priority (dropping that FIFO when it empties).
+  void UnlinkLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The FIFO to hand out from: the highest priority's, unless aging says an older key of a
+  // lower priority goes first. REQUIRES: len_ > 0.
+  Fifo& NextFifoLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands out the next key (NextFifoLocked's head). REQUIRES: len_ > 0.
   SlotId PopLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FillLeaseLocked(SlotId id, Lease* lease) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends processing of the live slot `id` (found by key or by lease).
@@ -219,10 +262,13 @@ class Queue {
   size_t free_count_ ABSL_GUARDED_BY(mu_) = 0;
   // Every live slot, by its key.
   SlotIndex index_ ABSL_GUARDED_BY(mu_);
-  // The FIFO, linked through Slot::next: a slot is in it, once, iff dirty and not processing.
-  SlotId head_ ABSL_GUARDED_BY(mu_) = kNoSlot;
-  SlotId tail_ ABSL_GUARDED_BY(mu_) = kNoSlot;
+  // The waiting keys: a slot is in exactly one FIFO, once, iff dirty and not processing. The
+  // default priority's FIFO is a member, the others (non-empty only) are in a map, highest
+  // first, so a queue without priorities pays one empty() check for them.
+  Fifo default_fifo_ ABSL_GUARDED_BY(mu_);
+  absl::btree_map<int32_t, Fifo, std::greater<int32_t>> other_fifos_ ABSL_GUARDED_BY(mu_);
   size_t len_ ABSL_GUARDED_BY(mu_) = 0;
+  const int64_t priority_aging_ns_;  // INT64_MAX: no aging
   // Mirrors of len_ and shutting_down_ for the lock-free spin in WaitForWorkLocked.
   std::atomic<size_t> len_hint_{0};
   std::atomic<bool> shutdown_hint_{false};

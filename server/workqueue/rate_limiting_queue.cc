@@ -19,10 +19,14 @@ RateLimitingQueue::RateLimitingQueue(QueueOptions options, std::unique_ptr<RateL
     : DelayingQueue(std::move(options)), limiter_(std::shared_ptr<RateLimiter>(std::move(limiter))) {}
 
 absl::Status RateLimitingQueue::AddRateLimited(absl::string_view key) {
+  return AddRateLimited(key, kDefaultPriority);
+}
+
+absl::Status RateLimitingQueue::AddRateLimited(absl::string_view key, int32_t priority) {
   if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
   // Outside the queue lock: the limiter has its own.
   absl::Duration delay = limiter()->When(key);
-  return AddAfter(key, delay);
+  return AddAfter(key, delay, priority);
 }
 
 void RateLimitingQueue::Forget(absl::string_view key) { limiter()->Forget(key); }

@@ -35,6 +35,8 @@ class RateLimitingQueue final : public DelayingQueue {
       QueueOptions options, std::unique_ptr<RateLimiter> limiter = nullptr);
 
   absl::Status AddRateLimited(absl::string_view key);
+  // At `priority`: the backoff is the key's, the priority is kept through the delay.
+  absl::Status AddRateLimited(absl::string_view key, int32_t priority);
   void Forget(absl::string_view key);
   int64_t NumRequeues(absl::string_view key);
   // Replaces the limiter, carrying every key's retry count over to the new one (keys waiting for

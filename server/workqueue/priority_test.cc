@@ -50,7 +50,7 @@ class PriorityTest : public ::testing::Test {
 TEST_F(PriorityTest, CrReturnsAnItem) {
   auto q = NewQueue();
   ASSERT_TRUE(q->Add("foo").ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
 }
 
 TEST_F(PriorityTest, CrReturnsItemsInOrder) {
@@ -97,19 +97,19 @@ TEST_F(PriorityTest, CrEnqueuesALockedItem) {
   auto q = NewQueue();
   ASSERT_TRUE(q->Add("foo").ok());
   EXPECT_EQ(q->Len(), 1u);
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
   ASSERT_TRUE(q->Add("foo").ok());
   EXPECT_EQ(q->Len(), 0u);  // waiting for Done (controller-runtime counts it: 1)
   ASSERT_TRUE(q->Done("foo").ok());
   EXPECT_EQ(q->Len(), 1u);
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
 }
 
 TEST_F(PriorityTest, CrRetainsTheHighestPriority) {
   auto q = NewQueue();
   ASSERT_TRUE(q->Add("foo", 1).ok());
   ASSERT_TRUE(q->Add("foo", 2).ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 2));
+  EXPECT_THAT(Next(*q), Pair("foo", 2));
   EXPECT_EQ(q->Len(), 0u);
 }
 
@@ -117,7 +117,7 @@ TEST_F(PriorityTest, CrWillNotDecreaseThePriority) {
   auto q = NewQueue();
   ASSERT_TRUE(q->Add("foo", 2).ok());
   ASSERT_TRUE(q->Add("foo", 1).ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 2));
+  EXPECT_THAT(Next(*q), Pair("foo", 2));
   EXPECT_EQ(q->Len(), 0u);
 }
 
@@ -127,7 +127,7 @@ TEST_F(PriorityTest, CrGetsPushedToTheFrontIfThePriorityIncreases) {
   ASSERT_TRUE(q->Add("bar").ok());
   ASSERT_TRUE(q->Add("baz").ok());
   ASSERT_TRUE(q->Add("baz", 1).ok());
-  EXPECT_EQ(Next(*q), Pair("baz", 1));
+  EXPECT_THAT(Next(*q), Pair("baz", 1));
   EXPECT_EQ(q->Len(), 2u);
   EXPECT_THAT(q->LenByPriority(), ElementsAre(Pair(0, 2u)));
 }
@@ -136,7 +136,7 @@ TEST_F(PriorityTest, CrRetainsTheLowestAfterDuration) {
   auto q = NewQueue();
   ASSERT_TRUE(q->AddAfter("foo", absl::ZeroDuration()).ok());
   ASSERT_TRUE(q->AddAfter("foo", absl::Hours(1)).ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
   EXPECT_EQ(q->Len(), 0u);
   // Differs: controller-runtime merges the two into one item, ready at the earlier time. Here the
   // delayed add is a later add of its own (client-go's delaying queue, which informerd's
@@ -144,7 +144,7 @@ TEST_F(PriorityTest, CrRetainsTheLowestAfterDuration) {
   ASSERT_TRUE(q->Done("foo").ok());
   EXPECT_EQ(q->Waiting(), 1u);
   clock_.Advance(absl::Hours(1));
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
 }
 
 TEST_F(PriorityTest, CrDoesntIncludeNonReadyItemsInLen) {
@@ -163,9 +163,9 @@ TEST_F(PriorityTest, CrFollowsFifoOrderInTheNewPriorityQueueWhenItemPriorityChan
   ASSERT_TRUE(q->Add("bar", 1).ok());
   ASSERT_TRUE(q->Add("foo", 1).ok());
   EXPECT_EQ(q->Len(), 2u);
-  EXPECT_EQ(Next(*q), Pair("bar", 1));
+  EXPECT_THAT(Next(*q), Pair("bar", 1));
   EXPECT_EQ(q->Len(), 1u);
-  EXPECT_EQ(Next(*q), Pair("foo", 1));
+  EXPECT_THAT(Next(*q), Pair("foo", 1));
   EXPECT_EQ(q->Len(), 0u);
 }
 
@@ -184,7 +184,7 @@ TEST_F(PriorityTest, CrHighPriorityItemsAreReturnedBeforeLowPriorityItemMultiple
     if (after > absl::ZeroDuration()) clock_.Advance(after);
     for (const auto& [name, priority] : priorities) {
       for (int i = 0; i < kItemsPerPriority; ++i) {
-        ASSERT_EQ(Next(*q), Pair(absl::StrCat(name, "-", i), priority));
+        ASSERT_THAT(Next(*q), Pair(absl::StrCat(name, "-", i), priority));
       }
     }
   }
@@ -196,7 +196,7 @@ TEST_F(PriorityTest, CrItemIsOnlyReturnedAfterAfterHasPassed) {
   EXPECT_EQ(q->Len(), 0u);
   EXPECT_EQ(clock_.NextDeadline(), clock_.Now() + absl::Seconds(1));
   clock_.Advance(absl::Seconds(1));
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
 }
 
 TEST_F(PriorityTest, CrHighPriorityItemThatBecameReadyIsReturnedBeforeLowPriorityItem) {
@@ -204,7 +204,7 @@ TEST_F(PriorityTest, CrHighPriorityItemThatBecameReadyIsReturnedBeforeLowPriorit
   ASSERT_TRUE(q->AddAfter("foo", absl::ZeroDuration(), -100).ok());
   ASSERT_TRUE(q->AddAfter("prio", absl::Seconds(1), 0).ok());
   clock_.Advance(absl::Seconds(1));
-  EXPECT_EQ(Next(*q), Pair("prio", 0));
+  EXPECT_THAT(Next(*q), Pair("prio", 0));
   EXPECT_THAT(q->LenByPriority(), ElementsAre(Pair(-100, 1u)));
 }
 
@@ -223,7 +223,7 @@ TEST_F(PriorityTest, CrWaitingItemIsReturnedRightAfterReadWithoutAfter) {
   ASSERT_TRUE(q->AddAfter("foo", absl::Minutes(1)).ok());
   EXPECT_EQ(q->Len(), 0u);
   ASSERT_TRUE(q->Add("foo").ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 0));
+  EXPECT_THAT(Next(*q), Pair("foo", 0));
   // Differs as in CrRetainsTheLowestAfterDuration: the delayed add still comes, after its minute.
   ASSERT_TRUE(q->Done("foo").ok());
   EXPECT_EQ(q->Waiting(), 1u);
@@ -263,14 +263,14 @@ TEST_F(PriorityTest, AKeyAddedWhileProcessedWaitsAtTheHighestPriorityItWasAddedW
   auto q = NewQueue();
   ASSERT_TRUE(q->Add("foo", 5).ok());
   ASSERT_TRUE(q->Add("bar", 1).ok());
-  EXPECT_EQ(Next(*q), Pair("foo", 5));
+  EXPECT_THAT(Next(*q), Pair("foo", 5));
   // While foo is processed: added at -3, then at 2; it waits at 2 after Done, not at its old 5.
   ASSERT_TRUE(q->Add("foo", -3).ok());
   ASSERT_TRUE(q->Add("foo", 2).ok());
   ASSERT_TRUE(q->Done("foo").ok());
   EXPECT_THAT(q->LenByPriority(), ElementsAre(Pair(2, 1u), Pair(1, 1u)));
-  EXPECT_EQ(Next(*q), Pair("foo", 2));
-  EXPECT_EQ(Next(*q), Pair("bar", 1));
+  EXPECT_THAT(Next(*q), Pair("foo", 2));
+  EXPECT_THAT(Next(*q), Pair("bar", 1));
 }
 
 TEST_F(PriorityTest, ADelayedKeyKeepsTheHigherPriorityAndTheEarlierDeadline) {
@@ -281,8 +281,8 @@ TEST_F(PriorityTest, ADelayedKeyKeepsTheHigherPriorityAndTheEarlierDeadline) {
   ASSERT_TRUE(q->AddAfter("foo", absl::Seconds(9), -1).ok());
   EXPECT_EQ(q->Waiting(), 1u);
   clock_.Advance(absl::Seconds(2));
-  EXPECT_EQ(Next(*q), Pair("foo", 7));
-  EXPECT_EQ(Next(*q), Pair("other", 3));
+  EXPECT_THAT(Next(*q), Pair("foo", 7));
+  EXPECT_THAT(Next(*q), Pair("other", 3));
 }
 
 TEST_F(PriorityTest, ARateLimitedAddKeepsItsPriority) {
@@ -294,8 +294,8 @@ TEST_F(PriorityTest, ARateLimitedAddKeepsItsPriority) {
   ASSERT_TRUE(q->Add("a").ok());
   ASSERT_TRUE(q->AddRateLimited("b", 4).ok());
   clock_.Advance(absl::Milliseconds(10));
-  EXPECT_EQ(Next(*q), Pair("b", 4));
-  EXPECT_EQ(Next(*q), Pair("a", 0));
+  EXPECT_THAT(Next(*q), Pair("b", 4));
+  EXPECT_THAT(Next(*q), Pair("a", 0));
 }
 
 TEST_F(PriorityTest, WithoutAgingALowPriorityWaitsForEveryHigherKey) {

@@ -166,12 +166,14 @@ Queue::Fifo& Queue::NextFifoLocked() {
   if (priority_aging_ns_ == INT64_MAX) return *next;
   // Aging: the longest-waiting head that has waited priority_aging goes first (of equal waits,
   // the higher priority's).
-  const int64_t overdue_at_or_before = absl::ToUnixNanos(clock_->Now()) - priority_aging_ns_;
+  const int64_t now = absl::ToUnixNanos(clock_->Now());
+  const int64_t overdue_at_or_before = now - priority_aging_ns_;
   Fifo* aged = nullptr;
   int64_t oldest = 0;
   auto consider = [&](Fifo& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (&f == next || f.len == 0) return;
-    const int64_t added = slots_[f.head].added_at_ns;
+    int64_t& added = slots_[f.head].added_at_ns;
+    if (added == 0) added = now;  // unstamped (see AddSlotLocked): it waits from now
     if (added <= overdue_at_or_before && (aged == nullptr || added < oldest)) {
       oldest = added;
       aged = &f;
@@ -195,11 +197,24 @@ Queue::SlotId Queue::PopLocked() {
   Slot& slot = slots_[id];
   if (slot.next != kNoSlot) {
     // The next Get will likely want the new head and its key: start fetching them now.
-    const Slot& next = slots_[slot.next];
+    Slot& next = slots_[slot.next];
     __builtin_prefetch(&next, 1);
     __builtin_prefetch(next.key.data());
   }
-  UnlinkLocked(id);
+  if (&fifo == &default_fifo_) {
+    // UnlinkLocked of a head of the default FIFO, which stays even when it empties.
+    fifo.head = slot.next;
+    if (slot.next == kNoSlot) {
+      fifo.tail = kNoSlot;
+    } else {
+      slots_[slot.next].prev = kNoSlot;
+    }
+    slot.next = kNoSlot;
+    --fifo.len;
+    len_hint_.store(--len_, std::memory_order_release);
+  } else {
+    UnlinkLocked(id);
+  }
   slot.dirty = false;
   slot.processing = true;
   slot.token = ++last_token_;
@@ -251,8 +266,12 @@ void Queue::AddSlotLocked(SlotId id, int32_t priority) {
   }
   slot.dirty = true;
   slot.priority = priority;
-  // Aging reads it, so it is kept with or without metrics.
-  slot.added_at_ns = absl::ToUnixNanos(clock_->Now());
+  // Metrics and aging read it. Aging needs it only once keys of two priorities wait: without
+  // metrics, a default-priority key added while no other priority waits is stamped when it
+  // first competes with one (NextFifoLocked), which spares the clock read per Add.
+  slot.added_at_ns = metrics_ != nullptr || priority != kDefaultPriority || !other_fifos_.empty()
+                         ? absl::ToUnixNanos(clock_->Now())
+                         : 0;
   if (metrics_ != nullptr) metrics_->adds->Inc();
   if (slot.processing) return;  // Done will re-queue it
   if (metrics_ != nullptr) metrics_->depth->Inc();

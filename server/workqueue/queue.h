@@ -83,7 +83,8 @@ struct QueueOptions {
   // passes a value above every token an earlier process of it could have handed out (e.g. its
   // start time in ns) keeps tokens increasing across its restarts.
   uint64_t first_token = 0;
-  // A key that has waited this long (since it was added) is handed out before keys of higher
+  // A key that has waited this long (since it was added, or, in a queue without metrics, since
+  // keys of another priority began waiting beside it) is handed out before keys of higher
   // priorities, the longest-waiting first: how long a low priority can be starved, at most,
   // beyond the time to hand out the keys already overdue ahead of it. InfiniteDuration: strict
   // priority order. Must be positive.
@@ -193,7 +194,7 @@ class Queue {
     // Delaying layer: the live heap entry for this key, 0 when not waiting for a deadline.
     uint64_t waiting_seq = 0;
     int64_t waiting_until_ns = 0;  // its deadline (unix ns), valid while waiting_seq != 0
-    int64_t added_at_ns = 0;       // when it became dirty (aging, metrics)
+    int64_t added_at_ns = 0;       // when it became dirty (metrics, aging); 0: not stamped
     int64_t started_at_ns = 0;     // metrics only: when Get handed it out
     uint64_t token = 0;            // fencing token of the current hand-out, while processing
     uint32_t hash32 = 0;           // Hash32(key)

@@ -475,6 +475,7 @@ absl::Status Daemon::StartHttp() {
         config_.metrics_listen, "metricsListen", [&](httplib::Server& server) {
           server.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
             process_metrics_.Update();
+            if (queues_ != nullptr) queues_->UpdateMetrics();
             res.set_content(metrics_.Render(), "text/plain; version=0.0.4; charset=utf-8");
           });
           if (status_with_metrics) {

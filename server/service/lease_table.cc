@@ -112,22 +112,32 @@ std::vector<v1::Refusal> Worker::Apply(const v1::Outcomes& outcomes) {
                absl::StrCat("outcomes[", i, "].requeue_after_ms: must be in 0..", kMaxDelayMs));
         continue;  // still held: the worker may send a valid outcome
       }
+      // A requeue waits at the priority the outcome names, else at the one it was handed out at.
+      const int32_t priority = o.has_priority() ? o.priority() : held.priority;
+      if (o.has_priority()) {
+        if (absl::Status s = ValidatePriority(o.priority(), absl::StrCat("outcomes[", i,
+                                                                         "].priority"));
+            !s.ok()) {
+          Refuse(&refusals, o.key(), o.token(), v1::INVALID_FIELD, std::string(s.message()));
+          continue;  // still held, as above
+        }
+      }
       switch (o.result()) {
         case v1::Outcome::SUCCESS:
           limiter->Forget(o.key());
           break;
         case v1::Outcome::RETRY:
           // Refused only after shutdown, when the key is dropped like any other.
-          if (q.AddRateLimited(o.key()).ok()) table_->retries_.fetch_add(1);
+          if (q.AddRateLimited(o.key(), priority).ok()) table_->retries_.fetch_add(1);
           break;
         case v1::Outcome::REQUEUE_AFTER:
-          if (q.AddAfter(o.key(), absl::Milliseconds(o.requeue_after_ms())).ok()) {
+          if (q.AddAfter(o.key(), absl::Milliseconds(o.requeue_after_ms()), priority).ok()) {
             table_->retries_.fetch_add(1);
           }
           break;
         case v1::Outcome::FORGET_AND_REQUEUE_AFTER:
           limiter->Forget(o.key());
-          q.AddAfter(o.key(), absl::Milliseconds(o.requeue_after_ms())).IgnoreError();
+          q.AddAfter(o.key(), absl::Milliseconds(o.requeue_after_ms()), priority).IgnoreError();
           break;
         case v1::Outcome::DONE:
           break;
@@ -316,7 +326,7 @@ void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool 
   DisarmExpiryLocked(held);
   const workqueue::HandOut end{.slot = held.slot, .token = held.token};
   if (requeue) {
-    ReturnLocked(key, end);
+    ReturnLocked(key, end, held.priority);
   } else if (batch != nullptr) {
     batch->push_back(end);
   } else {
@@ -324,16 +334,19 @@ void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool 
   }
 }
 
-void LeaseTable::ReturnLocked(absl::string_view key, const workqueue::HandOut& end) {
-  // Add while still processing marks the key dirty; Done then puts it back in the FIFO. After
-  // shutdown the Add is refused and the key dropped, as client-go drops it.
-  queue_->Add(key).IgnoreError();
+void LeaseTable::ReturnLocked(absl::string_view key, const workqueue::HandOut& end,
+                              int32_t priority) {
+  // Add while still processing marks the key dirty; Done then puts it back in the FIFO, at the
+  // priority it had. After shutdown the Add is refused and the key dropped, as client-go drops it.
+  queue_->Add(key, priority).IgnoreError();
   queue_->DoneAll({&end, 1});
 }
 
 void LeaseTable::Return(const std::vector<Lease>& leases) {
   MutexLock lock(&mu_);
-  for (const Lease& l : leases) ReturnLocked(l.key, {.slot = l.slot, .token = l.token});
+  for (const Lease& l : leases) {
+    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority);
+  }
 }
 
 void LeaseTable::OnExpiryTimer() {
@@ -414,6 +427,7 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
         Worker::Held& held = it->second;
         held.token = l.token;
         held.slot = l.slot;
+        held.priority = l.priority;
         ArmExpiryLocked(w, it->first, held);
         d.leases.push_back(std::move(l));  // the caller refills the vector
       }
@@ -425,7 +439,7 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
   // dropped by it after shutdown).
   for (; next < leases->size(); ++next) {
     const Lease& l = (*leases)[next];
-    ReturnLocked(l.key, {.slot = l.slot, .token = l.token});
+    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority);
   }
   return deliveries;
 }

@@ -126,6 +126,7 @@ class Worker {
   struct Held {
     uint64_t token = 0;
     uint32_t slot = 0;  // workqueue::Lease::slot
+    int32_t priority = workqueue::kDefaultPriority;  // the key's, given back at it
     // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire).
     std::multimap<absl::Time, ExpiryRef>::iterator expiry;
   };
@@ -229,7 +230,7 @@ class LeaseTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back a hand-out of `key`: adds the key again, then ends the hand-out (see the header
   // comment). The one implementation of giving back.
-  void ReturnLocked(absl::string_view key, const workqueue::HandOut& end)
+  void ReturnLocked(absl::string_view key, const workqueue::HandOut& end, int32_t priority)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmExpiryLocked(Worker* worker, absl::string_view key, Worker::Held& held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -88,6 +88,7 @@ void NamedQueue::Update(v1::QueueSpec spec, std::unique_ptr<workqueue::RateLimit
         spec.rate_limiter().SerializeAsString() != spec_.rate_limiter().SerializeAsString();
     if (limiter_changed) queue_->SetRateLimiter(std::move(limiter));
     leases_.SetLeaseTimeout(absl::Milliseconds(spec.lease_timeout_ms()));
+    queue_->SetPriorityAging(PriorityAging(spec)).IgnoreError();  // validated: positive
     const bool resync_changed = spec.resync_period_ms() != spec_.resync_period_ms();
     // nullptr: keep the running binding of an equal source (QueueRegistry::Bind).
     std::vector<bool> taken(bindings_.size(), false);
@@ -125,8 +126,11 @@ void NamedQueue::OnResync() {
     // Copy first: ForEach holds the store's lock, and an index lookup may read this very store.
     std::vector<informer::ObjectPtr> objects;
     mapper->informer()->store().ForEach([&](const informer::ObjectPtr& o) { objects.push_back(o); });
+    const int32_t priority = mapper->Priority(AddCause::kUnchanged);
     for (const auto& o : objects) {
-      mapper->Map(*o, [&sink = sink](absl::string_view key) { sink.Enqueue(key); });
+      mapper->Map(*o, [&sink = sink, priority](absl::string_view key) {
+        sink.Enqueue(key, priority);
+      });
     }
   }
 }
@@ -194,6 +198,21 @@ v1::QueueState NamedQueue::State() const {
   s.set_retries(retries_.load(std::memory_order_relaxed) + leases_.retries());
   s.set_shutting_down(queue_->ShuttingDown());
   s.set_expired_leases(leases_.expired());
+  std::vector<std::pair<int32_t, size_t>> by_priority = queue_->LenByPriority();
+  for (size_t i = 0; i < by_priority.size(); ++i) {
+    if (i + 1 == kMaxDepthByPriority && by_priority.size() > kMaxDepthByPriority) {
+      // The lowest priorities, summed at the highest of them.
+      v1::PriorityDepth* rest = s.add_depth_by_priority();
+      rest->set_priority(by_priority[i].first);
+      uint64_t depth = 0;
+      for (size_t j = i; j < by_priority.size(); ++j) depth += by_priority[j].second;
+      rest->set_depth(depth);
+      break;
+    }
+    v1::PriorityDepth* d = s.add_depth_by_priority();
+    d->set_priority(by_priority[i].first);
+    d->set_depth(by_priority[i].second);
+  }
   return s;
 }
 
@@ -207,18 +226,20 @@ absl::Status NamedQueue::HasRoomFor(size_t keys) const {
                {{"queue", name()}, {"limit", absl::StrCat(max_keys_)}});
 }
 
-absl::Status NamedQueue::Add(const Keys& keys) {
+absl::Status NamedQueue::Add(const Keys& keys, int32_t priority) {
   if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
-    if (!CountedAdd(*adds_, [&] { return queue_->Add(key); })) return ShutDownError(name());
+    if (!CountedAdd(*adds_, [&] { return queue_->Add(key, priority); })) {
+      return ShutDownError(name());
+    }
   }
   return absl::OkStatus();
 }
 
-absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay) {
+absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay, int32_t priority) {
   if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
-    if (!CountedAdd(*adds_, [&] { return queue_->AddAfter(key, delay); })) {
+    if (!CountedAdd(*adds_, [&] { return queue_->AddAfter(key, delay, priority); })) {
       return ShutDownError(name());
     }
     if (delay > absl::ZeroDuration()) retries_.fetch_add(1, std::memory_order_relaxed);
@@ -226,10 +247,10 @@ absl::Status NamedQueue::AddAfter(const Keys& keys, absl::Duration delay) {
   return absl::OkStatus();
 }
 
-absl::Status NamedQueue::AddRateLimited(const Keys& keys) {
+absl::Status NamedQueue::AddRateLimited(const Keys& keys, int32_t priority) {
   if (absl::Status room = HasRoomFor(keys.size()); !room.ok()) return room;
   for (const std::string& key : keys) {
-    if (!CountedAdd(*adds_, [&] { return queue_->AddRateLimited(key); })) {
+    if (!CountedAdd(*adds_, [&] { return queue_->AddRateLimited(key, priority); })) {
       return ShutDownError(name());
     }
     retries_.fetch_add(1, std::memory_order_relaxed);
@@ -319,7 +340,8 @@ absl::StatusOr<std::shared_ptr<NamedQueue>> QueueRegistry::CreateLocked(Built bu
   auto queue = workqueue::RateLimitingQueue::Create({.name = built.spec.name(),
                                                      .clock = clock_,
                                                      .metrics_provider = metrics_provider_.get(),
-                                                     .first_token = epoch_},
+                                                     .first_token = epoch_,
+                                                     .priority_aging = PriorityAging(built.spec)},
                                                     std::move(built.limiter));
   if (!queue.ok()) return queue.status();
   NamedQueue::Series series;
@@ -524,8 +546,44 @@ void QueueRegistry::RemoveMetricsLocked(absl::string_view name) {
   if (options_.metrics == nullptr) return;
   metrics_provider_->RemoveQueue(name);
   for (absl::string_view family : {"informerd_work_lease_expirations_total",
-                                   "informerd_queue_workers"}) {
+                                   "informerd_queue_workers",
+                                   "informerd_queue_depth_by_priority"}) {
     options_.metrics->RemoveSeries(family, {{"name", std::string(name)}});
+  }
+}
+
+void QueueRegistry::UpdateMetrics() {
+  if (options_.metrics == nullptr) return;
+  MutexLock lock(&mu_);  // a queue's series are made and removed under it
+  for (const auto& [name, q] : queues_) {
+    std::vector<std::pair<int32_t, size_t>> by_priority = q->queue_->LenByPriority();
+    for (auto& [priority, gauge] : q->priority_series_) gauge->Set(0);
+    double other = 0;
+    for (const auto& [priority, depth] : by_priority) {
+      auto it = std::find_if(q->priority_series_.begin(), q->priority_series_.end(),
+                             [p = priority](const auto& s) { return s.first == p; });
+      if (it == q->priority_series_.end() &&
+          q->priority_series_.size() < NamedQueue::kPrioritySeries) {
+        q->priority_series_.emplace_back(
+            priority, options_.metrics->GetGauge(
+                          "informerd_queue_depth_by_priority",
+                          "Keys waiting in the queue at each priority (the first 8 priorities "
+                          "the queue used have a series each, later ones are summed in "
+                          "priority=\"other\").",
+                          {{"name", name}, {"priority", absl::StrCat(priority)}}));
+        it = q->priority_series_.end() - 1;
+      }
+      if (it != q->priority_series_.end()) {
+        it->second->Set(static_cast<double>(depth));
+      } else {
+        other += static_cast<double>(depth);
+      }
+    }
+    if (other > 0 && q->other_priority_series_ == nullptr) {
+      q->other_priority_series_ = options_.metrics->GetGauge(
+          "informerd_queue_depth_by_priority", "", {{"name", name}, {"priority", "other"}});
+    }
+    if (q->other_priority_series_ != nullptr) q->other_priority_series_->Set(other);
   }
 }
 

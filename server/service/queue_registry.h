@@ -118,9 +118,11 @@ class NamedQueue {
 
   // Client calls (keys must be valid: see InvalidKeyReason). FAILED_PRECONDITION after shutdown;
   // RESOURCE_EXHAUSTED when the queue would hold more than kMaxQueueKeys waiting or delayed.
-  absl::Status Add(const Keys& keys);
-  absl::Status AddAfter(const Keys& keys, absl::Duration delay);
-  absl::Status AddRateLimited(const Keys& keys);
+  // `priority` must be in kMinPriority..kMaxPriority (queue_spec.h).
+  absl::Status Add(const Keys& keys, int32_t priority = workqueue::kDefaultPriority);
+  absl::Status AddAfter(const Keys& keys, absl::Duration delay,
+                        int32_t priority = workqueue::kDefaultPriority);
+  absl::Status AddRateLimited(const Keys& keys, int32_t priority = workqueue::kDefaultPriority);
   void Forget(const Keys& keys);
   int64_t NumRequeues(absl::string_view key);
   // The queue's limiter now, for NumRequeues of a batch of keys with one load.
@@ -201,6 +203,13 @@ class NamedQueue {
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
   // bindings_[i] feeds the queue from spec_.sources(i).
   Bindings bindings_ ABSL_GUARDED_BY(mu_);
+  // informerd_queue_depth_by_priority{name, priority}: one series for each of the first
+  // kPrioritySeries priorities the queue had keys at, then one "other" for the rest (bounded
+  // label values whatever priorities clients use). Set at scrape time (QueueRegistry::
+  // UpdateMetrics), under the registry's lock.
+  static constexpr size_t kPrioritySeries = 8;
+  std::vector<std::pair<int32_t, Gauge*>> priority_series_;
+  Gauge* other_priority_series_ = nullptr;
   std::unique_ptr<Timer> resync_timer_;  // created by Start, destroyed by Close
   std::thread dispatcher_;
 };
@@ -225,6 +234,8 @@ class QueueRegistry {
   // its /metrics series.
   absl::Status Delete(absl::string_view name);
   std::vector<std::shared_ptr<NamedQueue>> List() const;
+  // Sets the series /metrics reads at scrape time (queue depth by priority).
+  void UpdateMetrics();
   // Closes and forgets the queue (as Delete) if it is not pinned, was last used at or before
   // `cutoff` and has no Work stream, checked atomically with Get/Create/Update. Its streams and
   // callers then see NOT_FOUND (QUEUE_NOT_FOUND). Returns whether it was freed.

@@ -253,7 +253,11 @@ grpc::ServerUnaryReactor* QueueService::Add(grpc::CallbackServerContext* context
                  [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
                    auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
                    if (!q.ok()) return Reply(reactor, q.status());
-                   Reply(reactor, (*q)->Add(request->keys()));
+                   if (absl::Status s = ValidatePriority(request->priority(), "priority");
+                       !s.ok()) {
+                     return Reply(reactor, s);
+                   }
+                   Reply(reactor, (*q)->Add(request->keys(), request->priority()));
                  });
 }
 
@@ -270,7 +274,11 @@ grpc::ServerUnaryReactor* QueueService::AddAfter(grpc::CallbackServerContext* co
                        InvalidField("delay_ms", absl::StrCat("must be in 0..", kMaxDelayMs,
                                                              ", got ", request->delay_ms())));
         }
-        Reply(reactor, (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms())));
+        if (absl::Status s = ValidatePriority(request->priority(), "priority"); !s.ok()) {
+          return Reply(reactor, s);
+        }
+        Reply(reactor, (*q)->AddAfter(request->keys(), absl::Milliseconds(request->delay_ms()),
+                                      request->priority()));
       });
 }
 
@@ -281,7 +289,11 @@ grpc::ServerUnaryReactor* QueueService::AddRateLimited(grpc::CallbackServerConte
                  [this, request](grpc::ServerUnaryReactor* reactor, auth::Ticket) {
                    auto q = FindQueueForKeys(queues_, request->queue(), request->keys());
                    if (!q.ok()) return Reply(reactor, q.status());
-                   Reply(reactor, (*q)->AddRateLimited(request->keys()));
+                   if (absl::Status s = ValidatePriority(request->priority(), "priority");
+                       !s.ok()) {
+                     return Reply(reactor, s);
+                   }
+                   Reply(reactor, (*q)->AddRateLimited(request->keys(), request->priority()));
                  });
 }
 

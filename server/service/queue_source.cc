@@ -35,9 +35,9 @@ bool SameValues(const informer::FieldPath& path, const client::Object& a, const 
 
 }  // namespace
 
-void KeySink::Enqueue(absl::string_view key) const {
+void KeySink::Enqueue(absl::string_view key, int32_t priority) const {
   if (!InvalidKeyReason(key).empty()) return;
-  CountedAdd(*adds, [&] { return queue->Add(key); });
+  CountedAdd(*adds, [&] { return queue->Add(key, priority); });
 }
 
 // ---- SourceMapper ----
@@ -54,6 +54,15 @@ absl::StatusOr<std::shared_ptr<const SourceMapper>> SourceMapper::Create(
   }
   m->informer_ = std::move(inf->informer);
   m->cluster_ = std::move(inf->cluster);
+  if (src.has_priorities()) {
+    const v1::SourcePriorities& p = src.priorities();
+    const int32_t changed = p.has_changed() ? p.changed() : workqueue::kDefaultPriority;
+    m->priorities_[static_cast<int>(AddCause::kChanged)] = changed;
+    m->priorities_[static_cast<int>(AddCause::kInitialList)] =
+        p.has_initial_list() ? p.initial_list() : changed;
+    m->priorities_[static_cast<int>(AddCause::kUnchanged)] =
+        p.has_unchanged() ? p.unchanged() : changed;
+  }
   auto selector = informer::LabelSelector::Parse(src.label_selector());
   if (!selector.ok()) {
     return InvalidField(f + ".label_selector", selector.status().message());
@@ -264,7 +273,8 @@ void SourcePump::Run() {
 bool SourcePump::Drain(State& state) {
   const SourceMapper& mapper = *state.mapper;
   const KeySink& sink = state.sink;
-  auto enqueue = [&sink](absl::string_view key) { sink.Enqueue(key); };
+  int32_t priority = mapper.Priority(AddCause::kChanged);
+  auto enqueue = [&sink, &priority](absl::string_view key) { sink.Enqueue(key, priority); };
   // An update maps the new and the old object; the keys are enqueued once each (else a worker
   // fast enough to take the first Add before the second would get the key twice).
   std::vector<std::string> update_keys;
@@ -282,9 +292,14 @@ bool SourcePump::Drain(State& state) {
       switch (n.type) {
         case informer::Notification::Type::kAdd:
         case informer::Notification::Type::kDelete:
-          if (n.object != nullptr) mapper.Map(*n.object, enqueue);
+          if (n.object == nullptr) break;
+          priority = mapper.Priority(n.type == informer::Notification::Type::kAdd &&
+                                             n.is_in_initial_list
+                                         ? AddCause::kInitialList
+                                         : AddCause::kChanged);
+          mapper.Map(*n.object, enqueue);
           break;
-        case informer::Notification::Type::kUpdate:
+        case informer::Notification::Type::kUpdate: {
           if (n.object == nullptr) break;
           if (n.old_object != nullptr && !mapper.Passes(*n.old_object, *n.object)) break;
           update_keys.clear();
@@ -293,8 +308,14 @@ bool SourcePump::Drain(State& state) {
           std::sort(update_keys.begin(), update_keys.end());
           update_keys.erase(std::unique(update_keys.begin(), update_keys.end()),
                             update_keys.end());
-          for (const std::string& key : update_keys) sink.Enqueue(key);
+          // A relist of an object that did not change (client-go's resync) is "unchanged".
+          const bool unchanged =
+              n.old_object != nullptr &&
+              n.old_object->resource_version() == n.object->resource_version();
+          priority = mapper.Priority(unchanged ? AddCause::kUnchanged : AddCause::kChanged);
+          for (const std::string& key : update_keys) sink.Enqueue(key, priority);
           break;
+        }
         case informer::Notification::Type::kResnapshot:
           break;  // the net changes that follow are mapped like any other
       }

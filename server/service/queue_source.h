@@ -83,8 +83,15 @@ bool CountedAdd(std::atomic<uint64_t>& adds, AddFn add) {
 struct KeySink {
   std::shared_ptr<workqueue::RateLimitingQueue> queue;
   std::shared_ptr<std::atomic<uint64_t>> adds;
-  // Adds `key` (invalid keys, e.g. longer than kMaxKeyBytes, are dropped).
-  void Enqueue(absl::string_view key) const;
+  // Adds `key` at `priority` (invalid keys, e.g. longer than kMaxKeyBytes, are dropped).
+  void Enqueue(absl::string_view key, int32_t priority = workqueue::kDefaultPriority) const;
+};
+
+// Why a source adds a key, which decides its priority (QueueSource.priorities).
+enum class AddCause {
+  kChanged,      // a create, a delete, an update that changed the object
+  kInitialList,  // the informer's initial list (or the replay to a new binding)
+  kUnchanged,    // the queue's resync, an update with the old resourceVersion
 };
 
 class SourceMapper {
@@ -100,6 +107,8 @@ class SourceMapper {
   bool Passes(const client::Object& old_object, const client::Object& new_object) const;
   // Emits the keys `object` maps to (none when it does not match the label selector).
   void Map(const client::Object& object, absl::FunctionRef<void(absl::string_view)> emit) const;
+  // The priority of an add for `cause` (QueueSource.priorities).
+  int32_t Priority(AddCause cause) const { return priorities_[static_cast<int>(cause)]; }
 
  private:
   enum class Kind { kObject, kOwner, kIndex };
@@ -117,6 +126,9 @@ class SourceMapper {
   informer::LabelSelector selector_;
   Predicates predicates_;
   Kind kind_ = Kind::kObject;
+  // By AddCause.
+  int32_t priorities_[3] = {workqueue::kDefaultPriority, workqueue::kDefaultPriority,
+                            workqueue::kDefaultPriority};
   // kOwner:
   std::string owner_kind_;
   std::optional<std::string> owner_group_;

@@ -324,6 +324,67 @@ TEST_F(QueueSourceTest, ResyncEnqueuesEveryObjectAgainWhateverThePredicatesSay) 
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(1900));
 }
 
+// QueueSource.priorities: a binding's first enqueue of every object (the informer's initial list)
+// waits at initial_list, a change at changed, the queue's resync of unchanged objects at
+// unchanged; and a changed object is handed out before the initial list it was added after.
+TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
+  SetUpClusters("source-priorities");
+  ASSERT_TRUE(fixture_->Create("a").ok());
+  ASSERT_TRUE(fixture_->Create("b").ok());
+  const std::string configmaps = Informer("configmaps");
+  v1::QueueSpec spec = Spec("prio");
+  v1::QueueSource* src = spec.add_sources();
+  src->set_informer_id(configmaps);
+  src->mutable_priorities()->set_initial_list(-100);
+  src->mutable_priorities()->set_unchanged(-50);
+  ASSERT_TRUE(server_->CreateQueue(spec).ok());
+  ASSERT_TRUE(Eventually([&] { return server_->State("prio").depth() == 2; }));
+  ASSERT_TRUE(fixture_->Create("late").ok());
+  ASSERT_TRUE(Eventually([&] { return server_->State("prio").depth() == 3; }));
+  {
+    v1::QueueState st = server_->State("prio");
+    ASSERT_EQ(st.depth_by_priority_size(), 2);
+    EXPECT_EQ(st.depth_by_priority(0).priority(), 0);
+    EXPECT_EQ(st.depth_by_priority(1).priority(), -100);
+    EXPECT_EQ(st.depth_by_priority(1).depth(), 2u);
+  }
+  {
+  WorkerStream w(server_->work(), "prio", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<std::pair<std::string, int32_t>> got;
+  while (got.size() < 3) {
+    std::vector<v1::Lease> l = w.ReadLeases();
+    ASSERT_FALSE(l.empty());
+    for (const v1::Lease& x : l) {
+      got.emplace_back(x.key(), x.priority());
+      ASSERT_TRUE(w.Send(x, v1::Outcome::SUCCESS));
+    }
+  }
+  // The replay's order is the store's; the change goes before both.
+  EXPECT_EQ(got[0], std::make_pair(ns() + "/late", 0));
+  const std::vector<std::pair<std::string, int32_t>> rest(got.begin() + 1, got.end());
+  EXPECT_THAT(rest,
+              ::testing::UnorderedElementsAre(::testing::Pair(ns() + "/a", -100),
+                                              ::testing::Pair(ns() + "/b", -100)));
+  }  // the stream ends, holding nothing
+
+  // The queue's resync: every object again, unchanged, at -50.
+  spec.set_resync_period_ms(1000);
+  ASSERT_TRUE(server_->UpdateQueue(spec).ok());
+  WorkerStream again(server_->work(), "prio", 1);
+  ASSERT_NE(again.ReadStarted(), "");
+  std::set<std::string> resynced;
+  while (resynced.size() < 3) {
+    std::vector<v1::Lease> l = again.ReadLeases();
+    ASSERT_FALSE(l.empty());
+    for (const v1::Lease& x : l) {
+      EXPECT_EQ(x.priority(), -50) << x.key();
+      resynced.insert(x.key());
+      ASSERT_TRUE(again.Send(x, v1::Outcome::SUCCESS));
+    }
+  }
+}
+
 TEST_F(QueueSourceTest, UpdateQueueAddsASourceWhileAKeyIsHeld) {
   SetUpClusters("source-update");
   ASSERT_TRUE(fixture_->Create("cm").ok());

@@ -143,6 +143,21 @@ absl::Status ValidateSourceShape(const v1::QueueSource& src, const std::string& 
       return s;
     }
   }
+  if (src.has_priorities()) {
+    const v1::SourcePriorities& p = src.priorities();
+    const std::string pf = f + ".priorities";
+    if (p.has_initial_list()) {
+      if (absl::Status s = ValidatePriority(p.initial_list(), pf + ".initial_list"); !s.ok()) {
+        return s;
+      }
+    }
+    if (p.has_unchanged()) {
+      if (absl::Status s = ValidatePriority(p.unchanged(), pf + ".unchanged"); !s.ok()) return s;
+    }
+    if (p.has_changed()) {
+      if (absl::Status s = ValidatePriority(p.changed(), pf + ".changed"); !s.ok()) return s;
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -154,6 +169,17 @@ std::string InvalidKeyReason(absl::string_view key) {
     return absl::StrCat("is ", key.size(), " bytes, at most ", kMaxKeyBytes, " allowed");
   }
   return "";
+}
+
+absl::Status ValidatePriority(int32_t priority, absl::string_view field) {
+  if (priority >= kMinPriority && priority <= kMaxPriority) return absl::OkStatus();
+  return Invalid(std::string(field),
+                 absl::StrCat("must be in ", kMinPriority, "..", kMaxPriority, ", got ", priority));
+}
+
+absl::Duration PriorityAging(const v1::QueueSpec& spec) {
+  return absl::Milliseconds(spec.priority_aging_ms() == 0 ? kDefaultPriorityAgingMs
+                                                          : spec.priority_aging_ms());
 }
 
 std::string QueueKey(absl::string_view cluster, absl::string_view object_key) {
@@ -186,6 +212,11 @@ absl::StatusOr<v1::QueueSpec> NormalizeQueueSpec(const v1::QueueSpec& in) {
                                        spec.lease_timeout_ms() > kMaxLeaseTimeoutMs)) {
     return Invalid("spec.lease_timeout_ms", absl::StrCat("must be 0 or in ", kMinLeaseTimeoutMs,
                                                          "..", kMaxLeaseTimeoutMs));
+  }
+  if (spec.priority_aging_ms() != 0 && (spec.priority_aging_ms() < kMinLeaseTimeoutMs ||
+                                        spec.priority_aging_ms() > kMaxLeaseTimeoutMs)) {
+    return Invalid("spec.priority_aging_ms", absl::StrCat("must be 0 or in ", kMinLeaseTimeoutMs,
+                                                          "..", kMaxLeaseTimeoutMs));
   }
   if (spec.sources_size() > kMaxQueueSources) {
     return Invalid("spec.sources", absl::StrCat(spec.sources_size(), " sources, at most ",

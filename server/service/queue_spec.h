@@ -21,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "base/clock.h"
 #include "informerd/v1/queues.pb.h"
 #include "server/workqueue/rate_limiter.h"
@@ -42,9 +43,20 @@ inline constexpr size_t kMaxQueueKeys = 1000000;
 // QueueSpec.lease_timeout_ms bounds (when not 0).
 inline constexpr int64_t kMinLeaseTimeoutMs = 1000;
 inline constexpr int64_t kMaxLeaseTimeoutMs = int64_t{24} * 3600 * 1000;
+// Priorities a request or a source may name (queues.proto's AddRequest.priority).
+inline constexpr int32_t kMinPriority = -1000000;
+inline constexpr int32_t kMaxPriority = 1000000;
+// QueueSpec.priority_aging_ms: 0 means this; other values are bounded like lease timeouts.
+inline constexpr int64_t kDefaultPriorityAgingMs = 60 * 1000;
+// QueueState.depth_by_priority entries at most.
+inline constexpr size_t kMaxDepthByPriority = 64;
 
 // "": valid; else why `key` is not a valid queue key.
 std::string InvalidKeyReason(absl::string_view key);
+// OK, or INVALID_ARGUMENT naming `field` when `priority` is outside kMinPriority..kMaxPriority.
+absl::Status ValidatePriority(int32_t priority, absl::string_view field);
+// The aging of `spec`'s priorities (priority_aging_ms, 0 for the default).
+absl::Duration PriorityAging(const v1::QueueSpec& spec);
 
 // The queue key of `object_key` from `cluster` ("" for the default cluster).
 std::string QueueKey(absl::string_view cluster, absl::string_view object_key);

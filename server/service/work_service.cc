@@ -402,6 +402,7 @@ class WorkService::Stream final
       v1::Lease* pl = leases->Add();
       pl->set_key(l.key);
       pl->set_token(l.token);
+      pl->set_priority(l.priority);
       // Requeue counts are read outside our lock (the limiter has its own).
       pl->set_requeues(limiter->NumRequeues(l.key));
       const QueueKeyParts parts = SplitQueueKey(l.key);

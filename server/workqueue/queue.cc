@@ -446,6 +446,16 @@ size_t Queue::Len() const {
   return len_;
 }
 
+absl::Status Queue::SetPriorityAging(absl::Duration aging) {
+  if (aging <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("priority_aging must be positive (InfiniteDuration: none)");
+  }
+  MutexLock lock(&mu_);
+  priority_aging_ns_ =
+      aging == absl::InfiniteDuration() ? INT64_MAX : absl::ToInt64Nanoseconds(aging);
+  return absl::OkStatus();
+}
+
 std::vector<std::pair<int32_t, size_t>> Queue::LenByPriority() const {
   MutexLock lock(&mu_);
   std::vector<std::pair<int32_t, size_t>> out;

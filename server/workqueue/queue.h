@@ -161,6 +161,8 @@ class Queue {
   size_t Len() const;
   // Number of keys waiting at each priority, highest first (priorities with none left out).
   std::vector<std::pair<int32_t, size_t>> LenByPriority() const;
+  // Changes QueueOptions::priority_aging (same rules) for every key from now on.
+  absl::Status SetPriorityAging(absl::Duration aging);
   // Number of keys being processed.
   size_t Processing() const;
   // Number of Get/GetBatch callers blocked waiting for a key (tests wait for their getters to
@@ -269,7 +271,7 @@ class Queue {
   Fifo default_fifo_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<int32_t, Fifo, std::greater<int32_t>> other_fifos_ ABSL_GUARDED_BY(mu_);
   size_t len_ ABSL_GUARDED_BY(mu_) = 0;
-  const int64_t priority_aging_ns_;  // INT64_MAX: no aging
+  int64_t priority_aging_ns_ ABSL_GUARDED_BY(mu_);  // INT64_MAX: no aging
   // Mirrors of len_ and shutting_down_ for the lock-free spin in WaitForWorkLocked.
   std::atomic<size_t> len_hint_{0};
   std::atomic<bool> shutdown_hint_{false};

@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 import informerd
 from informerd import Context, Controller, KubeObject, Result, TerminalError
 from informerd.informers import label_index
-from informerd.queues import exponential, generation_changed
+from informerd.queues import LOW_PRIORITY, exponential, generation_changed, source_priorities
 from informerd.testing import Daemon, FakeApiServer, eventually, queue_idle
 
 WORKER = Path(__file__).parent / "workers" / "oracle_worker.py"
@@ -269,6 +269,69 @@ async def test_a_daemon_restart_reconnects_reensures_and_reconciles_again(
     info = await informerd_client.queues.get("ctl-restart")
     assert info.state.workers == 1
     await stop_controller(ctl, task)
+
+
+async def test_a_requeue_waits_at_the_priority_its_result_names(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    seed_keys(fake_apiserver, "ctl-priority", 1)
+    seen: list[int] = []
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> Result | None:
+        seen.append(ctx.priority)
+        if len(seen) == 1:
+            return Result.requeue(priority=5)
+        if len(seen) == 2:
+            return Result.requeue_after(0, priority=-3)
+        if len(seen) == 3:
+            return Result.requeue()  # no priority: the key's own, -3
+        return None
+
+    ctl = Controller(
+        "ctl-priority", informerd_client, rate_limiter=exponential(10, 200), registry=registry
+    )
+    ctl.for_("v1", "ConfigMap", namespace="ctl-priority")
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: len(seen) == 4, "4 reconciles")
+    assert seen == [0, 5, -3, -3]
+    await stop_controller(ctl, task)
+    with pytest.raises(ValueError, match=r"Result.requeue: priority: must be in"):
+        Result.requeue(priority=1_000_001)
+    with pytest.raises(TypeError, match=r"Result.requeue_after: priority: want an int"):
+        Result.requeue_after(1, priority=1.5)  # type: ignore[arg-type]
+
+
+async def test_source_priorities_rank_the_initial_list_below_changes(
+    informerd_client: informerd.Client,
+    fake_apiserver: FakeApiServer,
+    registry: CollectorRegistry,
+) -> None:
+    initial = seed_keys(fake_apiserver, "ctl-initial", 2)
+    seen: dict[str, list[int]] = defaultdict(list)
+
+    async def reconcile(obj: KubeObject | None, ctx: Context) -> Result | None:
+        seen[ctx.key].append(ctx.priority)
+        return None
+
+    ctl = Controller("ctl-initial", informerd_client, registry=registry)
+    ctl.for_(
+        "v1",
+        "ConfigMap",
+        namespace="ctl-initial",
+        priorities=source_priorities(initial_list=LOW_PRIORITY),
+    )
+    task = asyncio.create_task(ctl.run(reconcile))
+    await eventually(lambda: set(seen) == initial, "the initial list")
+    assert all(seen[k] == [LOW_PRIORITY] for k in initial), seen
+    fake_apiserver.put_configmap("ctl-initial", "changed", {"a": "b"})
+    await eventually(lambda: seen["ctl-initial/changed"] == [0], "the change, at 0")
+    await stop_controller(ctl, task)
+    with pytest.raises(TypeError, match="priorities"):
+        ctl.owns("v1", "Pod", priorities={"initial_list": -1})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"initial_list: must be in -1000000..1000000"):
+        source_priorities(initial_list=-2_000_000)
 
 
 async def test_outcomes_map_to_retries_requeues_and_metrics(

@@ -270,6 +270,17 @@ async def test_queue_add_len_forget_and_drain(
     assert await informerd_client.queues.num_requeues("ctl-keys", "ns/limited") == 1
     ok(informerd_daemon, "queue", "forget", "ctl-keys", "ns/limited")
     assert await informerd_client.queues.num_requeues("ctl-keys", "ns/limited") == 0
+    # --priority: the key waits at it, and goes before the default priority's keys.
+    await informerd_client.queues.create(queue_spec("ctl-prio"))
+    ok(informerd_daemon, "queue", "add", "ctl-prio", "ns/low", "--priority", "-100")
+    ok(informerd_daemon, "queue", "add", "ctl-prio", "ns/high", "--priority", "7")
+    ok(informerd_daemon, "queue", "add", "ctl-prio", "ns/mid")
+    info = await informerd_client.queues.get("ctl-prio")
+    assert [(d.priority, d.depth) for d in info.state.depth_by_priority] == [
+        (7, 1),
+        (0, 1),
+        (-100, 1),
+    ]
 
 
 async def test_top_prints_frames_with_rates(
@@ -336,6 +347,8 @@ def test_bad_command_lines_exit_2_naming_what_is_wrong(informerd_daemon: Daemon)
         (["informers", "-o", "xml"], "invalid choice"),
         (["--cert-file", "c.pem", "queues"], "client_key"),
         (["queue", "add", "Bad_Name", "k"], "'Bad_Name' is not a queue name"),
+        (["queue", "add", "q", "k", "--priority", "high"], "--priority"),
+        (["queue", "add", "q", "k", "--priority", "1000001"], "must be in -1000000..1000000"),
     ]
     for args, message in cases:
         result = ctl(informerd_daemon, *args)

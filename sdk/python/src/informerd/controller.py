@@ -91,6 +91,7 @@ from informerd.queues import (
     object_source,
     owner_source,
     queue_spec,
+    validate_priority,
     validate_queue_name,
 )
 from informerd.v1 import informers_pb2, queues_pb2, work_pb2
@@ -113,6 +114,9 @@ class Result:
 
     kind: Literal["done", "requeue", "requeue_after"] = "done"
     delay_s: float = 0.0
+    #: The priority the requeue waits at (controller-runtime's ``Result.Priority``); None: the
+    #: priority the key was handed out at (:attr:`Context.priority`).
+    priority: int | None = None
 
     @classmethod
     def done(cls) -> Result:
@@ -120,16 +124,22 @@ class Result:
         return cls("done")
 
     @classmethod
-    def requeue(cls) -> Result:
-        """Look again after the queue's rate-limited delay (counts as a retry)."""
-        return cls("requeue")
+    def requeue(cls, *, priority: int | None = None) -> Result:
+        """Look again after the queue's rate-limited delay (counts as a retry), at
+        ``priority`` (None: the key's own)."""
+        return cls("requeue", priority=validate_priority(priority, "Result.requeue: priority"))
 
     @classmethod
-    def requeue_after(cls, delay_s: float) -> Result:
-        """Reconciled; look again after ``delay_s`` seconds (earlier failures forgotten)."""
+    def requeue_after(cls, delay_s: float, *, priority: int | None = None) -> Result:
+        """Reconciled; look again after ``delay_s`` seconds (earlier failures forgotten), at
+        ``priority`` (None: the key's own)."""
         if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or delay_s < 0:
             raise ValueError(f"Result.requeue_after: delay_s {delay_s!r}, want seconds >= 0")
-        return cls("requeue_after", float(delay_s))
+        return cls(
+            "requeue_after",
+            float(delay_s),
+            validate_priority(priority, "Result.requeue_after: priority"),
+        )
 
 
 class TerminalError(Exception):
@@ -207,6 +217,11 @@ class Context:
     def requeues(self) -> int:
         """How often the key was retried so far."""
         return self._lease.requeues
+
+    @property
+    def priority(self) -> int:
+        """The priority the key waited at (0 unless its adds or sources named one)."""
+        return self._lease.priority
 
     @property
     def cluster(self) -> str:
@@ -308,10 +323,18 @@ class _Watch:
     all_owners: bool = False
     index: str = ""
     value_from: Literal["key", "name"] = "key"
+    priorities: queues_pb2.SourcePriorities | None = None
 
 
 def _group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
+
+
+def _checked_priorities(
+    priorities: queues_pb2.SourcePriorities | None,
+) -> queues_pb2.SourcePriorities | None:
+    object_source("-", priorities=priorities)  # raises TypeError naming them
+    return priorities
 
 
 def _checked_predicates(predicates: Iterable[queues_pb2.Predicate]) -> list[queues_pb2.Predicate]:
@@ -390,8 +413,9 @@ class Controller:
 
     ``concurrency`` is the Work stream's credit and the number of reconciler tasks (threads for
     a sync reconcile function); ``max_batch`` is the most keys per delivery (``Start.max_batch``;
-    0: up to the credit). ``resync_period_s``, ``lease_timeout_s`` and ``rate_limiter``
-    go into the queue's spec (None: never, never, client-go's default limiter); ``queue`` names
+    0: up to the credit). ``resync_period_s``, ``lease_timeout_s``, ``priority_aging_s`` and
+    ``rate_limiter`` go into the queue's spec (None: never, never, one minute, client-go's
+    default limiter); ``queue`` names
     the queue (default: ``name``). Metrics go to ``registry`` (default: prometheus_client's
     global REGISTRY). ``on_reconcile`` is called with every :class:`ReconcileEvent` (on the
     event loop; it must not block, and what it raises is logged and ignored).
@@ -406,6 +430,7 @@ class Controller:
         max_batch: int = 0,
         resync_period_s: float | None = None,
         lease_timeout_s: float | None = None,
+        priority_aging_s: float | None = None,
         rate_limiter: queues_pb2.RateLimiterSpec | None = None,
         queue: str | None = None,
         registry: CollectorRegistry | None = None,
@@ -424,6 +449,7 @@ class Controller:
         self.max_batch = validate_count(max_batch, "max_batch", 0, concurrency)
         self._resync_period_s = resync_period_s
         self._lease_timeout_s = lease_timeout_s
+        self._priority_aging_s = priority_aging_s
         self._rate_limiter = rate_limiter
         # Validate the queue's arguments now, where the mistake is made.
         queue_spec(
@@ -431,6 +457,7 @@ class Controller:
             rate_limiter=rate_limiter,
             resync_period_s=resync_period_s,
             lease_timeout_s=lease_timeout_s,
+            priority_aging_s=priority_aging_s,
         )
         self._watches: list[_Watch] = []
         self.metrics = ControllerMetrics(self.name, registry)
@@ -465,10 +492,12 @@ class Controller:
         indexes: Mapping[str, informers_pb2.IndexSpec] | None = None,
         transform: informers_pb2.TransformSpec | None = None,
         cluster: str = "",
+        priorities: queues_pb2.SourcePriorities | None = None,
     ) -> Controller:
         """The reconciled kind: its objects' own keys are the queue's keys, and every lease
         carries the object (``namespace`` "" = all). ``indexes`` are built on its informer (for
-        :meth:`watches`). Once per controller."""
+        :meth:`watches`). ``priorities`` (:func:`informerd.queues.source_priorities`) rank its
+        adds, e.g. the initial list below changes. Once per controller."""
         _check_gvk(api_version, kind)
         if self._for is not None:
             raise ValueError("for_: already called (a controller reconciles one kind)")
@@ -484,6 +513,7 @@ class Controller:
                 dict(indexes or {}),
                 transform,
                 cluster,
+                priorities=_checked_priorities(priorities),
             )
         )
         return self
@@ -497,6 +527,7 @@ class Controller:
         label_selector: str = "",
         predicates: Iterable[queues_pb2.Predicate] = (),
         all_owners: bool = False,
+        priorities: queues_pb2.SourcePriorities | None = None,
     ) -> Controller:
         """Objects of this kind enqueue their controller owner of the ``for_`` kind (every owner
         of that kind with ``all_owners``). ``namespace`` defaults to the ``for_`` namespace."""
@@ -505,7 +536,7 @@ class Controller:
             _Watch(
                 "owns", api_version, kind, namespace, label_selector,
                 _checked_predicates(predicates),
-                all_owners=all_owners,
+                all_owners=all_owners, priorities=_checked_priorities(priorities),
             )
         )  # fmt: skip
         return self
@@ -520,6 +551,7 @@ class Controller:
         namespace: str | None = None,
         label_selector: str = "",
         predicates: Iterable[queues_pb2.Predicate] = (),
+        priorities: queues_pb2.SourcePriorities | None = None,
     ) -> Controller:
         """Objects of this kind enqueue the ``for_`` objects whose index ``index`` (one of
         ``for_``'s ``indexes``) holds their key (``value_from="key"``) or name (``"name"``)."""
@@ -530,6 +562,7 @@ class Controller:
             _Watch(
                 "watches", api_version, kind, namespace, label_selector, predicates,
                 index=index, value_from=value_from,
+                priorities=_checked_priorities(priorities),
             )
         )  # fmt: skip
         return self
@@ -565,7 +598,10 @@ class Controller:
                 for_informer = informer
                 sources.append(
                     object_source(
-                        informer, label_selector=w.label_selector, predicates=w.predicates
+                        informer,
+                        label_selector=w.label_selector,
+                        predicates=w.predicates,
+                        priorities=w.priorities,
                     )
                 )
             elif w.role == "owns":
@@ -577,6 +613,7 @@ class Controller:
                         all_owners=w.all_owners,
                         label_selector=w.label_selector,
                         predicates=w.predicates,
+                        priorities=w.priorities,
                     )
                 )
             else:
@@ -589,6 +626,7 @@ class Controller:
                         value_from=w.value_from,
                         label_selector=w.label_selector,
                         predicates=w.predicates,
+                        priorities=w.priorities,
                     )
                 )
         self.for_informer = for_informer
@@ -599,6 +637,7 @@ class Controller:
             rate_limiter=self._rate_limiter,
             resync_period_s=self._resync_period_s,
             lease_timeout_s=self._lease_timeout_s,
+            priority_aging_s=self._priority_aging_s,
         )
         await self.client.queues.update(spec, allow_missing=True)
         return spec
@@ -922,6 +961,7 @@ class Controller:
         started = time.perf_counter()
         result = _SUCCESS
         delay_s = 0.0
+        priority: int | None = None
         error = ""
         label = "success"
         thread: concurrent.futures.Future[Any] | None = None
@@ -940,9 +980,11 @@ class Controller:
                 raise TypeError(f"reconcile returned {value!r}, want a Result or None")
             elif value.kind == "requeue":
                 result, label = _RETRY, "requeue"
+                priority = value.priority
             elif value.kind == "requeue_after":
                 result, label = _FORGET_AND_REQUEUE_AFTER, "requeue_after"
                 delay_s = value.delay_s
+                priority = value.priority
         except asyncio.CancelledError:
             ctx.logger.info("reconcile cancelled: the work stream ended")
             running_on = thread is not None and not thread.cancel()
@@ -982,7 +1024,9 @@ class Controller:
             ctx.logger.info("outcome dropped: the work stream it came from ended")
             return
         try:
-            session.stream.complete(lease, result, requeue_after_s=delay_s, error=error)
+            session.stream.complete(
+                lease, result, requeue_after_s=delay_s, error=error, priority=priority
+            )
         except FailedPrecondition:
             ctx.logger.info("outcome dropped: the work stream was closed")
 

@@ -100,17 +100,62 @@ def _informer_id(informer: Informer | str, argument: str) -> str:
     raise TypeError(f"{argument}: want an Informer or an informer id, got {type(informer)!r}")
 
 
+#: The priorities a client may name (``AddRequest.priority``); higher is handed out first.
+MIN_PRIORITY = -1_000_000
+MAX_PRIORITY = 1_000_000
+
+
+def validate_priority(priority: int | None, argument: str = "priority") -> int | None:
+    """``priority`` if it is None or an int in MIN_PRIORITY..MAX_PRIORITY, else raises
+    TypeError/ValueError naming ``argument`` (what the daemon would refuse)."""
+    if priority is None:
+        return None
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"{argument}: want an int, got {priority!r}")
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(f"{argument}: must be in {MIN_PRIORITY}..{MAX_PRIORITY}, got {priority}")
+    return priority
+
+
+#: controller-runtime's ``priorityqueue.LowPriority``: what it gives the initial list and
+#: unchanged resyncs (see :func:`source_priorities`).
+LOW_PRIORITY = -100
+
+
+def source_priorities(
+    *,
+    initial_list: int | None = None,
+    unchanged: int | None = None,
+    changed: int | None = None,
+) -> queues_pb2.SourcePriorities:
+    """The priorities of a source's adds (``QueueSource.priorities``): ``initial_list`` for the
+    objects of the informer's initial list (and every object when the source is bound),
+    ``unchanged`` for resyncs of objects that did not change, ``changed`` for every other add
+    (None: 0; the other two default to ``changed``). controller-runtime's default is
+    ``source_priorities(initial_list=LOW_PRIORITY, unchanged=LOW_PRIORITY)``; the queue's aging
+    (``queue_spec(priority_aging_s=)``) bounds how long a low priority waits."""
+    return queues_pb2.SourcePriorities(
+        initial_list=validate_priority(initial_list, "initial_list"),
+        unchanged=validate_priority(unchanged, "unchanged"),
+        changed=validate_priority(changed, "changed"),
+    )
+
+
 def _source(
     informer: Informer | str,
     label_selector: str,
     predicates: Iterable[queues_pb2.Predicate],
+    priorities: queues_pb2.SourcePriorities | None = None,
 ) -> queues_pb2.QueueSource:
     if not isinstance(label_selector, str):
         raise TypeError("label_selector: want a string")
+    if priorities is not None and not isinstance(priorities, queues_pb2.SourcePriorities):
+        raise TypeError("priorities: want source_priorities(...)")
     return queues_pb2.QueueSource(
         informer_id=_informer_id(informer, "informer"),
         label_selector=label_selector,
         predicates=_predicates(predicates),
+        priorities=priorities,
     )
 
 
@@ -119,9 +164,10 @@ def object_source(
     *,
     label_selector: str = "",
     predicates: Iterable[queues_pb2.Predicate] = (),
+    priorities: queues_pb2.SourcePriorities | None = None,
 ) -> queues_pb2.QueueSource:
     """Each event's object enqueues its own key (controller-runtime's ``For``)."""
-    source = _source(informer, label_selector, predicates)
+    source = _source(informer, label_selector, predicates, priorities)
     source.object.SetInParent()
     return source
 
@@ -134,6 +180,7 @@ def owner_source(
     all_owners: bool = False,
     label_selector: str = "",
     predicates: Iterable[queues_pb2.Predicate] = (),
+    priorities: queues_pb2.SourcePriorities | None = None,
 ) -> queues_pb2.QueueSource:
     """Each event's object enqueues the key of its controller owner of ``kind`` (and ``group``,
     "" for the core group; None: any group), or of every such owner with ``all_owners``
@@ -142,7 +189,7 @@ def owner_source(
         raise ValueError("kind: the owner's kind is required (e.g. 'ReplicaSet')")
     if group is not None and not isinstance(group, str):
         raise TypeError("group: want a string or None")
-    source = _source(informer, label_selector, predicates)
+    source = _source(informer, label_selector, predicates, priorities)
     source.owner.kind = kind
     if group is not None:
         source.owner.group = group
@@ -158,6 +205,7 @@ def index_source(
     value_from: Literal["key", "name"] = "key",
     label_selector: str = "",
     predicates: Iterable[queues_pb2.Predicate] = (),
+    priorities: queues_pb2.SourcePriorities | None = None,
 ) -> queues_pb2.QueueSource:
     """Each event's object enqueues the keys of ``index_informer``'s objects whose index
     ``index_name`` holds the event object's key (``value_from="key"``) or name (``"name"``),
@@ -167,7 +215,7 @@ def index_source(
     values = {"key": queues_pb2.IndexLookup.KEY, "name": queues_pb2.IndexLookup.NAME}
     if value_from not in values:
         raise ValueError(f"value_from: {value_from!r}, want 'key' or 'name'")
-    source = _source(informer, label_selector, predicates)
+    source = _source(informer, label_selector, predicates, priorities)
     source.index.informer_id = _informer_id(index_informer, "index_informer")
     source.index.index_name = index_name
     source.index.value_from = values[value_from]
@@ -287,11 +335,14 @@ def queue_spec(
     rate_limiter: queues_pb2.RateLimiterSpec | None = None,
     resync_period_s: float | None = None,
     lease_timeout_s: float | None = None,
+    priority_aging_s: float | None = None,
 ) -> queues_pb2.QueueSpec:
     """A canonical QueueSpec: equal intents give equal specs (sources and predicates in a fixed
     order without duplicates; ``rate_limiter=None`` spelled :func:`default_controller`, as the
     daemon reports it). ``resync_period_s``: None/0 never, else at least 1;
-    ``lease_timeout_s``: None/0 never, else 1 .. 86400."""
+    ``lease_timeout_s``: None/0 never, else 1 .. 86400; ``priority_aging_s``: how long a key
+    waits at most before it goes ahead of higher priorities, None/0 one minute, else
+    1 .. 86400."""
     spec = queues_pb2.QueueSpec(name=validate_queue_name(name))
     if isinstance(sources, queues_pb2.QueueSource):
         sources = [sources]
@@ -327,6 +378,11 @@ def queue_spec(
         if not 1000 <= ms <= 86_400_000:
             raise ValueError(f"lease_timeout_s: {lease_timeout_s}, want 0/None or 1 .. 86400")
         spec.lease_timeout_ms = ms
+    if priority_aging_s:
+        ms = _seconds_ms(priority_aging_s, "priority_aging_s")
+        if not 1000 <= ms <= 86_400_000:
+            raise ValueError(f"priority_aging_s: {priority_aging_s}, want 0/None or 1 .. 86400")
+        spec.priority_aging_ms = ms
     return spec
 
 
@@ -402,12 +458,23 @@ class Queues:
         )
 
     async def add(
-        self, queue: str, keys: str | Iterable[str], *, timeout_s: float | None = None
+        self,
+        queue: str,
+        keys: str | Iterable[str],
+        *,
+        priority: int | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        """Adds keys now (deduplicated with waiting ones)."""
+        """Adds keys now (deduplicated with waiting ones). ``priority`` (None: 0): higher is
+        handed out first, FIFO within a priority; a key already waiting keeps the higher of its
+        two priorities (controller-runtime's ``AddWithOpts(AddOpts{Priority})``)."""
         await self._client.leader_unary(
             lambda s: s.queues.Add,
-            queues_pb2.AddRequest(queue=validate_queue_name(queue, "queue"), keys=_keys(keys)),
+            queues_pb2.AddRequest(
+                queue=validate_queue_name(queue, "queue"),
+                keys=_keys(keys),
+                priority=validate_priority(priority),
+            ),
             timeout_s,
         )
 
@@ -417,27 +484,38 @@ class Queues:
         keys: str | Iterable[str],
         delay_s: float,
         *,
+        priority: int | None = None,
         timeout_s: float | None = None,
     ) -> None:
-        """Adds keys after ``delay_s`` seconds (0 adds now)."""
+        """Adds keys after ``delay_s`` seconds (0 adds now), then at ``priority`` (see
+        :meth:`add`)."""
         await self._client.leader_unary(
             lambda s: s.queues.AddAfter,
             queues_pb2.AddAfterRequest(
                 queue=validate_queue_name(queue, "queue"),
                 keys=_keys(keys),
                 delay_ms=_seconds_ms(delay_s, "delay_s"),
+                priority=validate_priority(priority),
             ),
             timeout_s,
         )
 
     async def add_rate_limited(
-        self, queue: str, keys: str | Iterable[str], *, timeout_s: float | None = None
+        self,
+        queue: str,
+        keys: str | Iterable[str],
+        *,
+        priority: int | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        """Adds keys after the queue's rate limiter's delay (counts as a retry)."""
+        """Adds keys after the queue's rate limiter's delay (counts as a retry), then at
+        ``priority`` (see :meth:`add`)."""
         await self._client.leader_unary(
             lambda s: s.queues.AddRateLimited,
             queues_pb2.AddRateLimitedRequest(
-                queue=validate_queue_name(queue, "queue"), keys=_keys(keys)
+                queue=validate_queue_name(queue, "queue"),
+                keys=_keys(keys),
+                priority=validate_priority(priority),
             ),
             timeout_s,
         )

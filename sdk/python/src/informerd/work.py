@@ -40,7 +40,7 @@ from informerd.errors import (
     error_from_status,
     from_rpc_error,
 )
-from informerd.queues import validate_queue_name
+from informerd.queues import validate_priority, validate_queue_name
 from informerd.v1 import errors_pb2, work_pb2
 
 if TYPE_CHECKING:
@@ -314,13 +314,16 @@ class WorkStream:
         *,
         requeue_after_s: float = 0.0,
         error: str = "",
+        priority: int | None = None,
     ) -> None:
         """Queues the lease's outcome; everything completed in one loop tick goes in one
         message. A lease this stream does not hold (answered already) raises
-        :class:`informerd.FailedPrecondition`."""
+        :class:`informerd.FailedPrecondition`. ``priority`` is the one a requeue waits at
+        (None: the lease's own)."""
         ref = (lease.key, lease.token)
         if requeue_after_s < 0:
             raise ValueError(f"requeue_after_s: {requeue_after_s} is negative")
+        validate_priority(priority)
         try:
             self._held.remove(ref)
         except KeyError:
@@ -330,13 +333,14 @@ class WorkStream:
             ) from None
         if self._expired:
             self._expired.discard(ref)
-        if requeue_after_s or error:
+        if requeue_after_s or error or priority is not None:
             outcome = work_pb2.Outcome(
                 key=ref[0],
                 token=ref[1],
                 result=result,
                 requeue_after_ms=int(requeue_after_s * 1000),
                 error=error[:MAX_ERROR_CHARS],
+                priority=priority,
             )
         else:
             outcome = work_pb2.Outcome(key=ref[0], token=ref[1], result=result)

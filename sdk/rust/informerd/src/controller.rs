@@ -82,8 +82,23 @@ const MAX_CONCURRENCY: u32 = 10_000;
 const MAX_ERROR_CHARS: usize = 1024;
 
 /// What to do with a key after its reconcile (kube-runtime's `Action`).
+///
+/// A requeue waits at the priority the key was handed out at ([`Context::priority`]) unless
+/// [`Action::priority`] names another (controller-runtime's `Result.Priority`):
+///
+/// ```
+/// use std::time::Duration;
+/// use informerd::Action;
+///
+/// // Look again in five minutes, behind every key that changed meanwhile.
+/// let later = Action::requeue(Duration::from_secs(300)).priority(-100);
+/// assert_eq!(later.requeue_priority(), Some(-100));
+/// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Action(ActionKind);
+pub struct Action {
+    kind: ActionKind,
+    priority: Option<i32>,
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum ActionKind {
@@ -97,18 +112,44 @@ impl Action {
     /// first, as controller-runtime's `RequeueAfter`; from `error_policy`: a retry that keeps
     /// the failure count).
     pub fn requeue(delay: Duration) -> Action {
-        Action(ActionKind::Requeue(delay))
+        Action::of(ActionKind::Requeue(delay))
     }
 
     /// Nothing more to do until the object (or something mapped to it) changes.
     pub fn await_change() -> Action {
-        Action(ActionKind::AwaitChange)
+        Action::of(ActionKind::AwaitChange)
     }
 
     /// Retry after the queue's rate limiter's delay (client-go's `AddRateLimited`; counts as a
     /// failure).
     pub fn requeue_rate_limited() -> Action {
-        Action(ActionKind::RateLimited)
+        Action::of(ActionKind::RateLimited)
+    }
+
+    /// The priority the requeue waits at, in [`MIN_PRIORITY`]`..=`[`MAX_PRIORITY`] (higher is
+    /// handed out first). A priority out of that range fails the reconcile instead: the key is
+    /// retried at its own priority, and the error is logged. No effect on
+    /// [`Action::await_change`].
+    ///
+    /// [`MIN_PRIORITY`]: crate::queues::MIN_PRIORITY
+    /// [`MAX_PRIORITY`]: crate::queues::MAX_PRIORITY
+    pub fn priority(self, priority: i32) -> Action {
+        Action {
+            priority: Some(priority),
+            ..self
+        }
+    }
+
+    /// The priority [`Action::priority`] set, if any.
+    pub fn requeue_priority(&self) -> Option<i32> {
+        self.priority
+    }
+
+    fn of(kind: ActionKind) -> Action {
+        Action {
+            kind,
+            priority: None,
+        }
     }
 }
 
@@ -123,6 +164,7 @@ struct LeaseInfo {
     key: String,
     token: u64,
     requeues: i64,
+    priority: i32,
     cluster: String,
     controller: Arc<str>,
     client: Client,
@@ -177,6 +219,11 @@ impl<T> Context<T> {
     /// How often this key failed in a row so far (client-go's `NumRequeues`).
     pub fn requeues(&self) -> i64 {
         self.lease.requeues
+    }
+
+    /// The priority the key waited at (0 unless its adds or its queue's sources named one).
+    pub fn priority(&self) -> i32 {
+        self.lease.priority
     }
 
     /// The cluster of the queue's informers.
@@ -287,9 +334,31 @@ pub struct WatchConfig {
     predicates: Vec<Predicate>,
     all_owners: bool,
     by_name: bool,
+    initial_list_priority: Option<i32>,
+    unchanged_priority: Option<i32>,
+    changed_priority: Option<i32>,
 }
 
 impl WatchConfig {
+    /// The priority of adds from the informer's initial list
+    /// ([`Source::initial_list_priority`]).
+    pub fn initial_list_priority(mut self, priority: i32) -> Self {
+        self.initial_list_priority = Some(priority);
+        self
+    }
+
+    /// The priority of adds of unchanged objects ([`Source::unchanged_priority`]).
+    pub fn unchanged_priority(mut self, priority: i32) -> Self {
+        self.unchanged_priority = Some(priority);
+        self
+    }
+
+    /// The priority of every other add ([`Source::changed_priority`]).
+    pub fn changed_priority(mut self, priority: i32) -> Self {
+        self.changed_priority = Some(priority);
+        self
+    }
+
     /// Watch this namespace (default: the controller's).
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = Some(namespace.into());
@@ -350,6 +419,7 @@ pub struct Controller<K> {
     max_batch: u32,
     resync: Duration,
     lease_timeout: Duration,
+    priority_aging: Duration,
     rate_limiter: Option<RateLimiter>,
     sync_timeout: Duration,
     drain_timeout: Option<Duration>,
@@ -413,6 +483,7 @@ where
             max_batch: 0,
             resync: Duration::ZERO,
             lease_timeout: Duration::ZERO,
+            priority_aging: Duration::ZERO,
             rate_limiter: None,
             sync_timeout: Duration::from_secs(120),
             drain_timeout: None,
@@ -545,6 +616,29 @@ where
         self
     }
 
+    /// How long a key waits at most before it goes ahead of higher priorities (zero, the
+    /// default: the daemon's, one minute).
+    pub fn priority_aging(mut self, aging: Duration) -> Self {
+        self.priority_aging = aging;
+        self
+    }
+
+    /// The priorities of the reconciled kind's adds: from the informer's initial list
+    /// (controller-runtime: [`LOW_PRIORITY`](crate::queues::LOW_PRIORITY)), of unchanged
+    /// objects, of changes (`None`: as [`WatchConfig`]'s methods of the same names). Secondary
+    /// kinds take theirs in their [`WatchConfig`].
+    pub fn priorities(
+        mut self,
+        initial_list: Option<i32>,
+        unchanged: Option<i32>,
+        changed: Option<i32>,
+    ) -> Self {
+        self.main.config.initial_list_priority = initial_list;
+        self.main.config.unchanged_priority = unchanged;
+        self.main.config.changed_priority = changed;
+        self
+    }
+
     /// How retried keys wait (default: client-go's default controller rate limiter).
     pub fn rate_limiter(mut self, limiter: RateLimiter) -> Self {
         self.rate_limiter = Some(limiter);
@@ -653,7 +747,8 @@ where
         }
         let spec = spec
             .resync_period(self.resync)
-            .lease_timeout(self.lease_timeout);
+            .lease_timeout(self.lease_timeout)
+            .priority_aging(self.priority_aging);
         spec.canonical()?;
         Ok(spec)
     }
@@ -719,6 +814,15 @@ where
         source = source.label_selector(def.config.label_selector.clone());
         for p in &def.config.predicates {
             source = source.predicate(p.clone());
+        }
+        if let Some(p) = def.config.initial_list_priority {
+            source = source.initial_list_priority(p);
+        }
+        if let Some(p) = def.config.unchanged_priority {
+            source = source.unchanged_priority(p);
+        }
+        if let Some(p) = def.config.changed_priority {
+            source = source.changed_priority(p);
         }
         source
     }
@@ -1293,6 +1397,35 @@ fn outcome(
         result: result as i32,
         requeue_after_ms: delay.as_millis().try_into().unwrap_or(i64::MAX),
         error: truncated(error),
+        priority: None,
+    }
+}
+
+/// The outcome of a requeue `action` (kind Requeue or RateLimited): `result` at the action's
+/// priority; one out of range is a failed reconcile instead (Retry at the lease's priority).
+fn requeue_outcome(
+    lease: &v1::Lease,
+    result: outcome::Result,
+    delay: Duration,
+    error: String,
+    priority: Option<i32>,
+    span: &tracing::Span,
+) -> Result<v1::Outcome, v1::Outcome> {
+    match priority.map(|p| crate::queues::validate_priority(p, "Action::priority")) {
+        Some(Err(e)) => {
+            let message = e.to_string();
+            span.in_scope(|| tracing::error!(error = %message, "Reconciler error"));
+            Err(outcome(
+                lease,
+                outcome::Result::Retry,
+                Duration::ZERO,
+                message,
+            ))
+        }
+        _ => Ok(v1::Outcome {
+            priority,
+            ..outcome(lease, result, delay, error)
+        }),
     }
 }
 
@@ -1339,6 +1472,7 @@ where
             key: std::mem::take(&mut lease.key),
             token: lease.token,
             requeues: lease.requeues,
+            priority: lease.priority,
             cluster: std::mem::take(&mut lease.cluster),
             controller: run.controller.clone(),
             client: run.client.clone(),
@@ -1357,7 +1491,10 @@ where
     m.time.observe(started.elapsed().as_secs_f64());
     lease.key = ctx.key().to_string();
     let (outcome, label) = match result {
-        Ok(Action(ActionKind::AwaitChange)) => {
+        Ok(Action {
+            kind: ActionKind::AwaitChange,
+            ..
+        }) => {
             m.success.inc();
             (
                 outcome(
@@ -1369,29 +1506,32 @@ where
                 "success",
             )
         }
-        Ok(Action(ActionKind::Requeue(d))) => {
-            m.requeue_after.inc();
-            (
-                outcome(
-                    &lease,
+        Ok(Action { kind, priority }) => {
+            let (result, delay, counter, label) = match kind {
+                ActionKind::Requeue(d) => (
                     outcome::Result::ForgetAndRequeueAfter,
                     d,
-                    String::new(),
+                    &m.requeue_after,
+                    "requeue_after",
                 ),
-                "requeue_after",
-            )
-        }
-        Ok(Action(ActionKind::RateLimited)) => {
-            m.requeue.inc();
-            (
-                outcome(
-                    &lease,
+                _ => (
                     outcome::Result::Retry,
                     Duration::ZERO,
-                    String::new(),
+                    &m.requeue,
+                    "requeue",
                 ),
-                "requeue",
-            )
+            };
+            match requeue_outcome(&lease, result, delay, String::new(), priority, &span) {
+                Ok(o) => {
+                    counter.inc();
+                    (o, label)
+                }
+                Err(o) => {
+                    m.errors.inc();
+                    m.error.inc();
+                    (o, "error")
+                }
+            }
         }
         Err(e) => {
             m.errors.inc();
@@ -1399,13 +1539,34 @@ where
             let message = e.to_string();
             span.in_scope(|| tracing::error!(error = %message, "Reconciler error"));
             let outcome = match run.fns.error_policy(obj, &e, ctx) {
-                Action(ActionKind::Requeue(d)) => {
-                    outcome(&lease, outcome::Result::RequeueAfter, d, message)
-                }
-                Action(ActionKind::RateLimited) => {
-                    outcome(&lease, outcome::Result::Retry, Duration::ZERO, message)
-                }
-                Action(ActionKind::AwaitChange) => {
+                Action {
+                    kind: ActionKind::Requeue(d),
+                    priority,
+                } => requeue_outcome(
+                    &lease,
+                    outcome::Result::RequeueAfter,
+                    d,
+                    message,
+                    priority,
+                    &span,
+                )
+                .unwrap_or_else(|o| o),
+                Action {
+                    kind: ActionKind::RateLimited,
+                    priority,
+                } => requeue_outcome(
+                    &lease,
+                    outcome::Result::Retry,
+                    Duration::ZERO,
+                    message,
+                    priority,
+                    &span,
+                )
+                .unwrap_or_else(|o| o),
+                Action {
+                    kind: ActionKind::AwaitChange,
+                    ..
+                } => {
                     m.terminal_errors.inc();
                     outcome(&lease, outcome::Result::Done, Duration::ZERO, message)
                 }

@@ -28,7 +28,7 @@ pub use informers::{
     Event, IndexSpec, Informer, InformerSpec, Informers, ListParams, Transform, Watch, WatchParams,
 };
 pub use object::Object;
-pub use queues::{Predicate, QueueSpec, Queues, RateLimiter, Source};
+pub use queues::{AddOpts, Predicate, QueueSpec, Queues, RateLimiter, Source};
 pub use resource::Resource;
 pub use store::{Store, StoreBuilder};
 

@@ -193,6 +193,46 @@ impl Source {
         self
     }
 
+    /// The priority of this source's adds of objects from the informer's initial list (and of
+    /// every object when the source is bound); unset: [`Source::changed_priority`]'s.
+    /// controller-runtime gives them [`LOW_PRIORITY`]. Checked when the spec is sent.
+    ///
+    /// ```
+    /// use informerd::queues::{Source, LOW_PRIORITY};
+    ///
+    /// // The initial list and unchanged resyncs wait behind changes, as controller-runtime does.
+    /// let source = Source::object("informer-id")
+    ///     .initial_list_priority(LOW_PRIORITY)
+    ///     .unchanged_priority(LOW_PRIORITY);
+    /// assert_eq!(source.into_proto().priorities.unwrap().initial_list, Some(-100));
+    /// ```
+    pub fn initial_list_priority(mut self, priority: i32) -> Self {
+        self.0
+            .priorities
+            .get_or_insert_with(Default::default)
+            .initial_list = Some(priority);
+        self
+    }
+
+    /// The priority of adds of objects that did not change (the queue's resync, an informer
+    /// update with the old resourceVersion); unset: [`Source::changed_priority`]'s.
+    pub fn unchanged_priority(mut self, priority: i32) -> Self {
+        self.0
+            .priorities
+            .get_or_insert_with(Default::default)
+            .unchanged = Some(priority);
+        self
+    }
+
+    /// The priority of every other add (creates, deletes, changes); unset: 0.
+    pub fn changed_priority(mut self, priority: i32) -> Self {
+        self.0
+            .priorities
+            .get_or_insert_with(Default::default)
+            .changed = Some(priority);
+        self
+    }
+
     /// The wire form.
     pub fn into_proto(self) -> v1::QueueSource {
         self.0
@@ -392,6 +432,13 @@ impl QueueSpec {
         self
     }
 
+    /// How long a key waits at most before it goes ahead of higher priorities (1 s to 1 day;
+    /// zero: the daemon's default, one minute).
+    pub fn priority_aging(mut self, aging: Duration) -> Self {
+        self.0.priority_aging_ms = aging.as_millis().try_into().unwrap_or(i64::MAX);
+        self
+    }
+
     /// The canonical wire form: equal intents give equal bytes.
     pub fn canonical(&self) -> Result<v1::QueueSpec> {
         let mut spec = self.0.clone();
@@ -423,6 +470,17 @@ impl QueueSpec {
                 }
             }
             s.predicates = sorted_unique(std::mem::take(&mut s.predicates));
+            if let Some(p) = &s.priorities {
+                for (name, value) in [
+                    ("initial_list", p.initial_list),
+                    ("unchanged", p.unchanged),
+                    ("changed", p.changed),
+                ] {
+                    if let Some(v) = value {
+                        validate_priority(v, &format!("QueueSpec.sources[{i}].priorities.{name}"))?;
+                    }
+                }
+            }
             sources.push(s);
         }
         spec.sources = sorted_unique(sources);
@@ -440,6 +498,12 @@ impl QueueSpec {
             return Err(Error::invalid(
                 "QueueSpec.lease_timeout",
                 format!("{} ms, want 0 or 1 s .. 1 day", spec.lease_timeout_ms),
+            ));
+        }
+        if spec.priority_aging_ms != 0 && !(1000..=86_400_000).contains(&spec.priority_aging_ms) {
+            return Err(Error::invalid(
+                "QueueSpec.priority_aging",
+                format!("{} ms, want 0 or 1 s .. 1 day", spec.priority_aging_ms),
             ));
         }
         Ok(spec)
@@ -461,6 +525,49 @@ fn keys<I: IntoIterator<Item = S>, S: Into<String>>(keys: I) -> Result<Vec<Strin
 
 fn millis(d: Duration) -> i64 {
     d.as_millis().try_into().unwrap_or(i64::MAX)
+}
+
+/// controller-runtime's `priorityqueue.LowPriority`: what it gives the initial list and
+/// unchanged resyncs ([`Source::initial_list_priority`]).
+pub const LOW_PRIORITY: i32 = -100;
+
+/// The lowest priority a key may wait at (`AddRequest.priority`).
+pub const MIN_PRIORITY: i32 = -1_000_000;
+/// The highest priority a key may wait at; higher is handed out first.
+pub const MAX_PRIORITY: i32 = 1_000_000;
+
+/// Checks a priority: in [`MIN_PRIORITY`]`..=`[`MAX_PRIORITY`], as the daemon requires.
+pub fn validate_priority(priority: i32, field: &str) -> Result<i32> {
+    if (MIN_PRIORITY..=MAX_PRIORITY).contains(&priority) {
+        Ok(priority)
+    } else {
+        Err(Error::invalid(
+            field,
+            format!("must be in {MIN_PRIORITY}..{MAX_PRIORITY}, got {priority}"),
+        ))
+    }
+}
+
+/// How [`Queues::add_with_opts`] adds keys (controller-runtime's `priorityqueue.AddOpts`).
+///
+/// ```
+/// use std::time::Duration;
+/// use informerd::queues::AddOpts;
+///
+/// // In a minute, ahead of every key waiting at the default priority.
+/// let opts = AddOpts { after: Some(Duration::from_secs(60)), priority: Some(10), ..AddOpts::default() };
+/// assert!(!opts.rate_limited);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AddOpts {
+    /// Add once this delay has passed (None: now).
+    pub after: Option<Duration>,
+    /// Add after the queue's rate limiter's delay for each key (counts as a retry); not with
+    /// `after`.
+    pub rate_limited: bool,
+    /// Wait at this priority (None: 0): higher is handed out first, FIFO within a priority, and
+    /// a key already waiting keeps the higher of its two priorities.
+    pub priority: Option<i32>,
 }
 
 /// `client.queues()`: create, change and feed queues in the daemon. Specs created or updated
@@ -559,20 +666,7 @@ impl Queues {
         queue: &str,
         keys_: I,
     ) -> Result<()> {
-        validate_queue_name(queue, "queue")?;
-        let keys = keys(keys_)?;
-        self.client
-            .leader_unary(
-                "Add",
-                None,
-                AddRequest {
-                    queue: queue.into(),
-                    keys,
-                },
-                |mut rpc, r| async move { rpc.add(r).await },
-            )
-            .await?;
-        Ok(())
+        self.add_with_opts(queue, keys_, AddOpts::default()).await
     }
 
     /// Adds keys after `delay`.
@@ -582,21 +676,11 @@ impl Queues {
         keys_: I,
         delay: Duration,
     ) -> Result<()> {
-        validate_queue_name(queue, "queue")?;
-        let keys = keys(keys_)?;
-        self.client
-            .leader_unary(
-                "AddAfter",
-                None,
-                AddAfterRequest {
-                    queue: queue.into(),
-                    keys,
-                    delay_ms: millis(delay),
-                },
-                |mut rpc, r| async move { rpc.add_after(r).await },
-            )
-            .await?;
-        Ok(())
+        let opts = AddOpts {
+            after: Some(delay),
+            ..AddOpts::default()
+        };
+        self.add_with_opts(queue, keys_, opts).await
     }
 
     /// Adds keys after the queue's rate limiter's delay (counts as a retry).
@@ -605,20 +689,81 @@ impl Queues {
         queue: &str,
         keys_: I,
     ) -> Result<()> {
+        let opts = AddOpts {
+            rate_limited: true,
+            ..AddOpts::default()
+        };
+        self.add_with_opts(queue, keys_, opts).await
+    }
+
+    /// Adds keys as `opts` says: now, after a delay or rate-limited, at a priority
+    /// (controller-runtime's `AddWithOpts`). `after` with `rate_limited`, or a priority out of
+    /// [`MIN_PRIORITY`]`..=`[`MAX_PRIORITY`], is [`Error::InvalidArgument`] naming the field.
+    pub async fn add_with_opts<I: IntoIterator<Item = S>, S: Into<String>>(
+        &self,
+        queue: &str,
+        keys_: I,
+        opts: AddOpts,
+    ) -> Result<()> {
         validate_queue_name(queue, "queue")?;
         let keys = keys(keys_)?;
-        self.client
-            .leader_unary(
-                "AddRateLimited",
-                None,
-                AddRateLimitedRequest {
-                    queue: queue.into(),
-                    keys,
-                },
-                |mut rpc, r| async move { rpc.add_rate_limited(r).await },
-            )
-            .await?;
-        Ok(())
+        let priority = opts
+            .priority
+            .map(|p| validate_priority(p, "priority"))
+            .transpose()?;
+        let queue = queue.to_string();
+        match (opts.after, opts.rate_limited) {
+            (Some(_), true) => Err(Error::invalid(
+                "rate_limited",
+                "cannot be combined with after (the rate limiter decides the delay)",
+            )),
+            (None, true) => {
+                self.client
+                    .leader_unary(
+                        "AddRateLimited",
+                        None,
+                        AddRateLimitedRequest {
+                            queue,
+                            keys,
+                            priority,
+                        },
+                        |mut rpc, r| async move { rpc.add_rate_limited(r).await },
+                    )
+                    .await?;
+                Ok(())
+            }
+            (Some(delay), false) => {
+                self.client
+                    .leader_unary(
+                        "AddAfter",
+                        None,
+                        AddAfterRequest {
+                            queue,
+                            keys,
+                            delay_ms: millis(delay),
+                            priority,
+                        },
+                        |mut rpc, r| async move { rpc.add_after(r).await },
+                    )
+                    .await?;
+                Ok(())
+            }
+            (None, false) => {
+                self.client
+                    .leader_unary(
+                        "Add",
+                        None,
+                        AddRequest {
+                            queue,
+                            keys,
+                            priority,
+                        },
+                        |mut rpc, r| async move { rpc.add(r).await },
+                    )
+                    .await?;
+                Ok(())
+            }
+        }
     }
 
     /// Resets the keys' retry counts.

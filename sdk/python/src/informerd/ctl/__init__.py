@@ -28,6 +28,7 @@ from informerd.client import Client
 from informerd.connection import ConnectionOptions, add_connection_arguments
 from informerd.ctl import commands, completion, output, top
 from informerd.errors import InformerdError
+from informerd.queues import validate_priority
 
 Command = Callable[[Client, argparse.Namespace, IO[str]], Awaitable[int]]
 
@@ -51,6 +52,19 @@ def _seconds(text: str) -> float:
         return output.parse_duration(text, "duration")
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+
+
+def _priority(text: str) -> int:
+    """A queue priority, an int in MIN_PRIORITY..MAX_PRIORITY."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    try:
+        validate_priority(value)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e).split(": ", 1)[1]) from None
+    return value
 
 
 def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
@@ -139,6 +153,13 @@ def build_parser(prog: str = PROG) -> argparse.ArgumentParser:
         "--rate-limited",
         action="store_true",
         help="add after the queue's rate limiter's delay for each key",
+    )
+    q.add_argument(
+        "--priority",
+        type=_priority,
+        metavar="N",
+        help="wait at this priority (-1000000..1000000, default 0): higher goes first, and a key"
+        " already waiting keeps the higher of its two",
     )
     q = qsub.add_parser("forget", help="reset keys' retry counts (client-go's Forget)")
     q.set_defaults(run=commands.queue_forget)

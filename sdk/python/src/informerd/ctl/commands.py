@@ -358,11 +358,11 @@ async def queue_add(client: Client, args: argparse.Namespace, out: IO[str]) -> i
     if args.after is not None and args.rate_limited:
         raise UsageError("queue add: --after and --rate-limited cannot be combined")
     if args.rate_limited:
-        await client.queues.add_rate_limited(args.queue, keys)
+        await client.queues.add_rate_limited(args.queue, keys, priority=args.priority)
     elif args.after is not None:
-        await client.queues.add_after(args.queue, keys, args.after)
+        await client.queues.add_after(args.queue, keys, args.after, priority=args.priority)
     else:
-        await client.queues.add(args.queue, keys)
+        await client.queues.add(args.queue, keys, priority=args.priority)
     out.write(f"queue/{args.queue}: {len(keys)} key{'s' if len(keys) != 1 else ''} added\n")
     return 0
 

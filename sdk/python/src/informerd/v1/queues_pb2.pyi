@@ -188,6 +188,7 @@ class QueueSource(_message.Message):
     INDEX_FIELD_NUMBER: _builtins.int
     LABEL_SELECTOR_FIELD_NUMBER: _builtins.int
     PREDICATES_FIELD_NUMBER: _builtins.int
+    PRIORITIES_FIELD_NUMBER: _builtins.int
     informer_id: _builtins.str
     """The informer (EnsureInformer's id)."""
     label_selector: _builtins.str
@@ -216,6 +217,13 @@ class QueueSource(_message.Message):
         None: every update passes (including the informer's relist of an unchanged object).
         """
 
+    @_builtins.property
+    def priorities(self) -> Global___SourcePriorities:
+        """The priority of this source's adds (controller-runtime's priorityqueue marks adds from the
+        initial list and from unchanged resyncs low, for every source; here each source chooses).
+        Unset: every add at the default priority, 0.
+        """
+
     def __init__(
         self,
         *,
@@ -225,16 +233,67 @@ class QueueSource(_message.Message):
         index: Global___IndexLookup | None = ...,
         label_selector: _builtins.str = ...,
         predicates: _abc.Iterable[Global___Predicate] | None = ...,
+        priorities: Global___SourcePriorities | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "map_to", b"map_to", "object", b"object", "owner", b"owner"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "map_to", b"map_to", "object", b"object", "owner", b"owner", "priorities", b"priorities"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "informer_id", b"informer_id", "label_selector", b"label_selector", "map_to", b"map_to", "object", b"object", "owner", b"owner", "predicates", b"predicates"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["index", b"index", "informer_id", b"informer_id", "label_selector", b"label_selector", "map_to", b"map_to", "object", b"object", "owner", b"owner", "predicates", b"predicates", "priorities", b"priorities"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_map_to: _TypeAlias = _typing.Literal["object", "owner", "index"]  # noqa: Y015
     _WhichOneofArgType_map_to: _TypeAlias = _typing.Literal["map_to", b"map_to"]  # noqa: Y015
     def WhichOneof(self, oneof_group: _WhichOneofArgType_map_to) -> _WhichOneofReturnType_map_to | None: ...
 
 Global___QueueSource: _TypeAlias = QueueSource  # noqa: Y015
+
+@_typing.final
+class SourcePriorities(_message.Message):
+    """Priorities of a source's adds, each in -1000000 .. 1000000; higher goes first, and a key
+    waiting twice keeps the higher. Aging (QueueSpec.priority_aging_ms) bounds how long a low
+    priority can wait.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    INITIAL_LIST_FIELD_NUMBER: _builtins.int
+    UNCHANGED_FIELD_NUMBER: _builtins.int
+    CHANGED_FIELD_NUMBER: _builtins.int
+    initial_list: _builtins.int
+    """Objects of the informer's initial list (client-go's isInInitialList: the objects an informer
+    lists when it starts, and every object a source bound to a running informer enqueues when it
+    is bound). Unset: `changed`'s. controller-runtime: LowPriority, -100.
+    """
+    unchanged: _builtins.int
+    """Objects that did not change: the queue's periodic resync and informer updates whose
+    resourceVersion is the old one (a relist of an unchanged object). Unset: `changed`'s.
+    controller-runtime: LowPriority, -100 (its WithLowPriorityWhenUnchanged).
+    """
+    changed: _builtins.int
+    """Every other add: creates, deletes and updates that changed the object. Unset: 0."""
+    def __init__(
+        self,
+        *,
+        initial_list: _builtins.int | None = ...,
+        unchanged: _builtins.int | None = ...,
+        changed: _builtins.int | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_changed", b"_changed", "_initial_list", b"_initial_list", "_unchanged", b"_unchanged", "changed", b"changed", "initial_list", b"initial_list", "unchanged", b"unchanged"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_changed", b"_changed", "_initial_list", b"_initial_list", "_unchanged", b"_unchanged", "changed", b"changed", "initial_list", b"initial_list", "unchanged", b"unchanged"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__changed: _TypeAlias = _typing.Literal["changed"]  # noqa: Y015
+    _WhichOneofArgType__changed: _TypeAlias = _typing.Literal["_changed", b"_changed"]  # noqa: Y015
+    _WhichOneofReturnType__initial_list: _TypeAlias = _typing.Literal["initial_list"]  # noqa: Y015
+    _WhichOneofArgType__initial_list: _TypeAlias = _typing.Literal["_initial_list", b"_initial_list"]  # noqa: Y015
+    _WhichOneofReturnType__unchanged: _TypeAlias = _typing.Literal["unchanged"]  # noqa: Y015
+    _WhichOneofArgType__unchanged: _TypeAlias = _typing.Literal["_unchanged", b"_unchanged"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__changed) -> _WhichOneofReturnType__changed | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__initial_list) -> _WhichOneofReturnType__initial_list | None: ...
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__unchanged) -> _WhichOneofReturnType__unchanged | None: ...
+
+Global___SourcePriorities: _TypeAlias = SourcePriorities  # noqa: Y015
 
 @_typing.final
 class Predicate(_message.Message):
@@ -458,6 +517,7 @@ class QueueSpec(_message.Message):
     SOURCES_FIELD_NUMBER: _builtins.int
     RESYNC_PERIOD_MS_FIELD_NUMBER: _builtins.int
     LEASE_TIMEOUT_MS_FIELD_NUMBER: _builtins.int
+    PRIORITY_AGING_MS_FIELD_NUMBER: _builtins.int
     name: _builtins.str
     """[a-z0-9]([-a-z0-9.]*[a-z0-9])?, at most 253 characters."""
     resync_period_ms: _builtins.int
@@ -469,6 +529,12 @@ class QueueSpec(_message.Message):
     heartbeat for it arrived this long after its delivery or its last heartbeat (a hung
     reconcile); the late outcome is refused (LEASE_EXPIRED). 0: never (a key stays with its
     stream until the stream ends); else 1000 .. 86400000.
+    """
+    priority_aging_ms: _builtins.int
+    """Aging of priorities: a key that has waited this long is handed out before keys of higher
+    priorities, the longest-waiting first, so no priority starves for longer than this (plus the
+    time to hand out the keys already overdue ahead of it). 0: 60000 (one minute); else
+    1000 .. 86400000.
     """
     @_builtins.property
     def rate_limiter(self) -> Global___RateLimiterSpec: ...
@@ -482,14 +548,39 @@ class QueueSpec(_message.Message):
         sources: _abc.Iterable[Global___QueueSource] | None = ...,
         resync_period_ms: _builtins.int = ...,
         lease_timeout_ms: _builtins.int = ...,
+        priority_aging_ms: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["rate_limiter", b"rate_limiter"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_timeout_ms", b"lease_timeout_ms", "name", b"name", "rate_limiter", b"rate_limiter", "resync_period_ms", b"resync_period_ms", "sources", b"sources"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["lease_timeout_ms", b"lease_timeout_ms", "name", b"name", "priority_aging_ms", b"priority_aging_ms", "rate_limiter", b"rate_limiter", "resync_period_ms", b"resync_period_ms", "sources", b"sources"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___QueueSpec: _TypeAlias = QueueSpec  # noqa: Y015
+
+@_typing.final
+class PriorityDepth(_message.Message):
+    """Keys waiting at one priority."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PRIORITY_FIELD_NUMBER: _builtins.int
+    DEPTH_FIELD_NUMBER: _builtins.int
+    priority: _builtins.int
+    depth: _builtins.int
+    def __init__(
+        self,
+        *,
+        priority: _builtins.int = ...,
+        depth: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["depth", b"depth", "priority", b"priority"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PriorityDepth: _TypeAlias = PriorityDepth  # noqa: Y015
 
 @_typing.final
 class QueueState(_message.Message):
@@ -503,6 +594,7 @@ class QueueState(_message.Message):
     RETRIES_FIELD_NUMBER: _builtins.int
     SHUTTING_DOWN_FIELD_NUMBER: _builtins.int
     EXPIRED_LEASES_FIELD_NUMBER: _builtins.int
+    DEPTH_BY_PRIORITY_FIELD_NUMBER: _builtins.int
     depth: _builtins.int
     """Keys waiting (client-go's Len)."""
     in_flight: _builtins.int
@@ -515,6 +607,13 @@ class QueueState(_message.Message):
     shutting_down: _builtins.bool
     expired_leases: _builtins.int
     """Leases that expired (lease_timeout_ms) and went back to the queue."""
+    @_builtins.property
+    def depth_by_priority(self) -> _containers.RepeatedCompositeFieldContainer[Global___PriorityDepth]:
+        """`depth` by priority, highest first; priorities with no key waiting are left out. At most 64
+        entries: past 63, the lowest priorities are summed into the last entry, at the highest of
+        them.
+        """
+
     def __init__(
         self,
         *,
@@ -526,10 +625,11 @@ class QueueState(_message.Message):
         retries: _builtins.int = ...,
         shutting_down: _builtins.bool = ...,
         expired_leases: _builtins.int = ...,
+        depth_by_priority: _abc.Iterable[Global___PriorityDepth] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["adds", b"adds", "delayed", b"delayed", "depth", b"depth", "expired_leases", b"expired_leases", "in_flight", b"in_flight", "retries", b"retries", "shutting_down", b"shutting_down", "workers", b"workers"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["adds", b"adds", "delayed", b"delayed", "depth", b"depth", "depth_by_priority", b"depth_by_priority", "expired_leases", b"expired_leases", "in_flight", b"in_flight", "retries", b"retries", "shutting_down", b"shutting_down", "workers", b"workers"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -675,7 +775,13 @@ class AddRequest(_message.Message):
 
     QUEUE_FIELD_NUMBER: _builtins.int
     KEYS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
+    priority: _builtins.int
+    """-1000000 .. 1000000; higher is handed out first (FIFO within a priority), and a key already
+    waiting keeps the higher of its priorities. Unset: 0. (controller-runtime's
+    AddWithOpts(AddOpts{Priority}).)
+    """
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
         """Non-empty, at most 1024 bytes each."""
@@ -685,12 +791,15 @@ class AddRequest(_message.Message):
         *,
         queue: _builtins.str = ...,
         keys: _abc.Iterable[_builtins.str] | None = ...,
+        priority: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "keys", b"keys", "priority", b"priority", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___AddRequest: _TypeAlias = AddRequest  # noqa: Y015
 
@@ -701,9 +810,12 @@ class AddAfterRequest(_message.Message):
     QUEUE_FIELD_NUMBER: _builtins.int
     KEYS_FIELD_NUMBER: _builtins.int
     DELAY_MS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
     delay_ms: _builtins.int
     """0 or more; 0 adds now."""
+    priority: _builtins.int
+    """The priority the key waits at once its delay is over (AddRequest.priority). Unset: 0."""
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -712,12 +824,15 @@ class AddAfterRequest(_message.Message):
         queue: _builtins.str = ...,
         keys: _abc.Iterable[_builtins.str] | None = ...,
         delay_ms: _builtins.int = ...,
+        priority: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["delay_ms", b"delay_ms", "keys", b"keys", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "delay_ms", b"delay_ms", "keys", b"keys", "priority", b"priority", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___AddAfterRequest: _TypeAlias = AddAfterRequest  # noqa: Y015
 
@@ -727,7 +842,10 @@ class AddRateLimitedRequest(_message.Message):
 
     QUEUE_FIELD_NUMBER: _builtins.int
     KEYS_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     queue: _builtins.str
+    priority: _builtins.int
+    """The priority the key waits at once its delay is over (AddRequest.priority). Unset: 0."""
     @_builtins.property
     def keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -735,12 +853,15 @@ class AddRateLimitedRequest(_message.Message):
         *,
         queue: _builtins.str = ...,
         keys: _abc.Iterable[_builtins.str] | None = ...,
+        priority: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["keys", b"keys", "queue", b"queue"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "keys", b"keys", "priority", b"priority", "queue", b"queue"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___AddRateLimitedRequest: _TypeAlias = AddRateLimitedRequest  # noqa: Y015
 

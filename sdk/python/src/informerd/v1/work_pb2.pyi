@@ -234,6 +234,7 @@ class Outcome(_message.Message):
     RESULT_FIELD_NUMBER: _builtins.int
     REQUEUE_AFTER_MS_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     token: _builtins.int
     """The lease's token, as delivered."""
@@ -243,6 +244,11 @@ class Outcome(_message.Message):
     """Why the reconcile failed (with any result; usually RETRY), for people: the daemon logs it
     with the queue, key and token, as controller-runtime logs "Reconciler error".
     """
+    priority: _builtins.int
+    """The priority the key is requeued at, for RETRY, REQUEUE_AFTER and FORGET_AND_REQUEUE_AFTER
+    (-1000000 .. 1000000). Unset: the priority it was handed out at (Lease.priority), so a
+    low-priority key that fails does not jump ahead of changed ones.
+    """
     def __init__(
         self,
         *,
@@ -251,12 +257,15 @@ class Outcome(_message.Message):
         result: Global___Outcome.Result.ValueType = ...,
         requeue_after_ms: _builtins.int = ...,
         error: _builtins.str = ...,
+        priority: _builtins.int | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "priority", b"priority"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["error", b"error", "key", b"key", "requeue_after_ms", b"requeue_after_ms", "result", b"result", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_priority", b"_priority", "error", b"error", "key", b"key", "priority", b"priority", "requeue_after_ms", b"requeue_after_ms", "result", b"result", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__priority: _TypeAlias = _typing.Literal["priority"]  # noqa: Y015
+    _WhichOneofArgType__priority: _TypeAlias = _typing.Literal["_priority", b"_priority"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__priority) -> _WhichOneofReturnType__priority | None: ...
 
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
@@ -270,6 +279,7 @@ class Lease(_message.Message):
     CLUSTER_FIELD_NUMBER: _builtins.int
     OBJECT_KEY_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
+    PRIORITY_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     token: _builtins.int
     """Fencing token: strictly increasing per queue; echoed in the outcome."""
@@ -282,6 +292,8 @@ class Lease(_message.Message):
     """
     object_key: _builtins.str
     """The key within that cluster ("namespace/name" or "name"): `key` without the cluster prefix."""
+    priority: _builtins.int
+    """The priority the key waited at (0 for a queue without priorities)."""
     @_builtins.property
     def object(self) -> Global___LeaseObject:
         """With Start.object_informer_id: the object with object_key in that informer's cache when
@@ -297,10 +309,11 @@ class Lease(_message.Message):
         cluster: _builtins.str = ...,
         object_key: _builtins.str = ...,
         object: Global___LeaseObject | None = ...,
+        priority: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "key", b"key", "object", b"object", "object_key", b"object_key", "requeues", b"requeues", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "key", b"key", "object", b"object", "object_key", b"object_key", "priority", b"priority", "requeues", b"requeues", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

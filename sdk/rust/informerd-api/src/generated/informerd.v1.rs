@@ -872,6 +872,11 @@ pub struct QueueSource {
     /// None: every update passes (including the informer's relist of an unchanged object).
     #[prost(message, repeated, tag = "6")]
     pub predicates: ::prost::alloc::vec::Vec<Predicate>,
+    /// The priority of this source's adds (controller-runtime's priorityqueue marks adds from the
+    /// initial list and from unchanged resyncs low, for every source; here each source chooses).
+    /// Unset: every add at the default priority, 0.
+    #[prost(message, optional, tag = "7")]
+    pub priorities: ::core::option::Option<SourcePriorities>,
     #[prost(oneof = "queue_source::MapTo", tags = "2, 3, 4")]
     pub map_to: ::core::option::Option<queue_source::MapTo>,
 }
@@ -892,6 +897,26 @@ pub mod queue_source {
         #[prost(message, tag = "4")]
         Index(super::IndexLookup),
     }
+}
+/// Priorities of a source's adds, each in -1000000 .. 1000000; higher goes first, and a key
+/// waiting twice keeps the higher. Aging (QueueSpec.priority_aging_ms) bounds how long a low
+/// priority can wait.
+#[allow(clippy::all)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct SourcePriorities {
+    /// Objects of the informer's initial list (client-go's isInInitialList: the objects an informer
+    /// lists when it starts, and every object a source bound to a running informer enqueues when it
+    /// is bound). Unset: `changed`'s. controller-runtime: LowPriority, -100.
+    #[prost(int32, optional, tag = "1")]
+    pub initial_list: ::core::option::Option<i32>,
+    /// Objects that did not change: the queue's periodic resync and informer updates whose
+    /// resourceVersion is the old one (a relist of an unchanged object). Unset: `changed`'s.
+    /// controller-runtime: LowPriority, -100 (its WithLowPriorityWhenUnchanged).
+    #[prost(int32, optional, tag = "2")]
+    pub unchanged: ::core::option::Option<i32>,
+    /// Every other add: creates, deletes and updates that changed the object. Unset: 0.
+    #[prost(int32, optional, tag = "3")]
+    pub changed: ::core::option::Option<i32>,
 }
 /// A test on an update (old and new object) that says whether the update matters.
 #[allow(clippy::all)]
@@ -1032,9 +1057,24 @@ pub struct QueueSpec {
     /// stream until the stream ends); else 1000 .. 86400000.
     #[prost(int64, tag = "5")]
     pub lease_timeout_ms: i64,
+    /// Aging of priorities: a key that has waited this long is handed out before keys of higher
+    /// priorities, the longest-waiting first, so no priority starves for longer than this (plus the
+    /// time to hand out the keys already overdue ahead of it). 0: 60000 (one minute); else
+    /// 1000 .. 86400000.
+    #[prost(int64, tag = "6")]
+    pub priority_aging_ms: i64,
 }
+/// Keys waiting at one priority.
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
+pub struct PriorityDepth {
+    #[prost(int32, tag = "1")]
+    pub priority: i32,
+    #[prost(uint64, tag = "2")]
+    pub depth: u64,
+}
+#[allow(clippy::all)]
+#[derive(Clone, PartialEq, ::prost::Message)]
 pub struct QueueState {
     /// Keys waiting (client-go's Len).
     #[prost(uint64, tag = "1")]
@@ -1056,6 +1096,11 @@ pub struct QueueState {
     /// Leases that expired (lease_timeout_ms) and went back to the queue.
     #[prost(uint64, tag = "8")]
     pub expired_leases: u64,
+    /// `depth` by priority, highest first; priorities with no key waiting are left out. At most 64
+    /// entries: past 63, the lowest priorities are summed into the last entry, at the highest of
+    /// them.
+    #[prost(message, repeated, tag = "9")]
+    pub depth_by_priority: ::prost::alloc::vec::Vec<PriorityDepth>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]
@@ -1112,6 +1157,11 @@ pub struct AddRequest {
     /// Non-empty, at most 1024 bytes each.
     #[prost(string, repeated, tag = "2")]
     pub keys: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// -1000000 .. 1000000; higher is handed out first (FIFO within a priority), and a key already
+    /// waiting keeps the higher of its priorities. Unset: 0. (controller-runtime's
+    /// AddWithOpts(AddOpts{Priority}).)
+    #[prost(int32, optional, tag = "3")]
+    pub priority: ::core::option::Option<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1123,6 +1173,9 @@ pub struct AddAfterRequest {
     /// 0 or more; 0 adds now.
     #[prost(int64, tag = "3")]
     pub delay_ms: i64,
+    /// The priority the key waits at once its delay is over (AddRequest.priority). Unset: 0.
+    #[prost(int32, optional, tag = "4")]
+    pub priority: ::core::option::Option<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, Eq, Hash, ::prost::Message)]
@@ -1131,6 +1184,9 @@ pub struct AddRateLimitedRequest {
     pub queue: ::prost::alloc::string::String,
     #[prost(string, repeated, tag = "2")]
     pub keys: ::prost::alloc::vec::Vec<::prost::alloc::string::String>,
+    /// The priority the key waits at once its delay is over (AddRequest.priority). Unset: 0.
+    #[prost(int32, optional, tag = "3")]
+    pub priority: ::core::option::Option<i32>,
 }
 #[allow(clippy::all)]
 #[derive(Clone, Copy, PartialEq, Eq, Hash, ::prost::Message)]
@@ -2086,6 +2142,11 @@ pub struct Outcome {
     /// with the queue, key and token, as controller-runtime logs "Reconciler error".
     #[prost(string, tag = "5")]
     pub error: ::prost::alloc::string::String,
+    /// The priority the key is requeued at, for RETRY, REQUEUE_AFTER and FORGET_AND_REQUEUE_AFTER
+    /// (-1000000 .. 1000000). Unset: the priority it was handed out at (Lease.priority), so a
+    /// low-priority key that fails does not jump ahead of changed ones.
+    #[prost(int32, optional, tag = "6")]
+    pub priority: ::core::option::Option<i32>,
 }
 /// Nested message and enum types in `Outcome`.
 pub mod outcome {
@@ -2169,6 +2230,9 @@ pub struct Lease {
     /// the lease was sent (for keys of another cluster than the informer's: found = false).
     #[prost(message, optional, tag = "6")]
     pub object: ::core::option::Option<LeaseObject>,
+    /// The priority the key waited at (0 for a queue without priorities).
+    #[prost(int32, tag = "7")]
+    pub priority: i32,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

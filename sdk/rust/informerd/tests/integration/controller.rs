@@ -237,6 +237,96 @@ async fn outcomes_map_to_retries_requeues_and_metrics() -> TestResult {
     Ok(())
 }
 
+/// The twin of the Python SDK's test_a_requeue_waits_at_the_priority_its_result_names: a
+/// requeue waits at the priority its Action names, else at the key's own; one out of range
+/// fails the reconcile (retried at the key's own priority).
+#[tokio::test]
+async fn a_requeue_waits_at_the_priority_its_action_names() -> TestResult {
+    let env = env().await;
+    let name = "ctl-priority";
+    seed(&env, name, 1).await;
+    let seen: Arc<Mutex<Vec<i32>>> = Arc::default();
+    let ctl = configmaps(&env.client, name).rate_limiter(RateLimiter::exponential(10, 200)?);
+    let s = seen.clone();
+    let running = spawn(ctl, move |_obj, ctx| {
+        let seen = s.clone();
+        async move {
+            let n = {
+                let mut v = seen.lock().unwrap();
+                v.push(ctx.priority());
+                v.len()
+            };
+            Ok(match n {
+                1 => Action::requeue_rate_limited().priority(5),
+                2 => Action::requeue(Duration::ZERO).priority(-3),
+                3 => Action::requeue_rate_limited(), // the key's own: -3
+                4 => Action::requeue(Duration::ZERO).priority(2_000_000), // out of range
+                _ => Action::await_change(),
+            })
+        }
+    });
+    wait_until(HANG, "5 reconciles", || {
+        let n = seen.lock().unwrap().len();
+        async move { n == 5 }
+    })
+    .await?;
+    assert_eq!(*seen.lock().unwrap(), [0, 5, -3, -3, -3]);
+    let errors = sample(
+        "controller_runtime_reconcile_total",
+        name,
+        &[("result", "error")],
+    );
+    assert_eq!(
+        errors, 1.0,
+        "the out-of-range priority failed its reconcile"
+    );
+    running.stop().await;
+    Ok(())
+}
+
+/// The twin of the Python SDK's test_source_priorities_rank_the_initial_list_below_changes.
+#[tokio::test]
+async fn source_priorities_rank_the_initial_list_below_changes() -> TestResult {
+    let env = env().await;
+    let name = "ctl-initial";
+    let initial = seed(&env, name, 2).await;
+    let seen: Arc<Mutex<HashMap<String, Vec<i32>>>> = Arc::default();
+    let ctl =
+        configmaps(&env.client, name).priorities(Some(informerd::queues::LOW_PRIORITY), None, None);
+    let s = seen.clone();
+    let running = spawn(ctl, move |_obj, ctx| {
+        let seen = s.clone();
+        async move {
+            let mut v = seen.lock().unwrap();
+            v.entry(ctx.key().to_string())
+                .or_default()
+                .push(ctx.priority());
+            Ok(Action::await_change())
+        }
+    });
+    wait_until(HANG, "the initial list", || {
+        let keys: BTreeSet<String> = seen.lock().unwrap().keys().cloned().collect();
+        let done = keys == initial;
+        async move { done }
+    })
+    .await?;
+    for k in &initial {
+        assert_eq!(seen.lock().unwrap()[k], [-100], "{k}");
+    }
+    env.api
+        .put_configmap(name, "changed", &[("a", "b")], &[])
+        .await
+        .expect("put");
+    let changed = format!("{name}/changed");
+    wait_until(HANG, "the change, at 0", || {
+        let v = seen.lock().unwrap().get(&changed).cloned();
+        async move { v.as_deref() == Some(&[0][..]) }
+    })
+    .await?;
+    running.stop().await;
+    Ok(())
+}
+
 #[tokio::test]
 async fn stop_drains_in_flight_reconciles_and_loses_nothing() -> TestResult {
     let env = env().await;

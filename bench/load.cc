@@ -77,6 +77,9 @@ ABSL_FLAG(int, adders, 1, "Threads calling Queues.Add (0..64; 0: no adds).");
 ABSL_FLAG(double, add_rate, 0, "Keys/s added over all adders; 0: as fast as possible.");
 ABSL_FLAG(int, add_batch, 100,
           "Keys per Add call at most (1..10000; fewer at low rates to keep latency).");
+ABSL_FLAG(int, priorities, 0,
+          "Spread adds (and the prefill) over this many priorities, a request's keys at one of "
+          "0, -10, -20, ... in turn (0..100; 0: every key at the default priority).");
 ABSL_FLAG(int, keys, 10000,
           "The key space (1..100000000): keys are load/key-00000000 .. load/key-<keys-1>.");
 ABSL_FLAG(bool, prefill, false,
@@ -159,6 +162,7 @@ struct Options {
   int adders = 1;
   double add_rate = 0;
   int add_batch = 100;
+  int priorities = 0;
   int keys = 10000;
   bool prefill = false;
   int workers = 1;
@@ -204,7 +208,8 @@ absl::StatusOr<Options> OptionsFromFlags() {
   for (const absl::Status& s :
        {CheckPositive(FLAGS_duration), CheckPositive(FLAGS_sync_wait),
         CheckRange(FLAGS_adders, 0, 64), CheckRate(FLAGS_add_rate),
-        CheckRange(FLAGS_add_batch, 1, 10000), CheckRange(FLAGS_keys, 1, 100000000),
+        CheckRange(FLAGS_add_batch, 1, 10000), CheckRange(FLAGS_priorities, 0, 100),
+        CheckRange(FLAGS_keys, 1, 100000000),
         CheckRange(FLAGS_batch, 1, 100000), CheckRange(FLAGS_subscribers, 0, 10000),
         CheckRate(FLAGS_get_rate), CheckRange(FLAGS_lists, 0, 100000), CheckRate(FLAGS_change_rate),
         CheckRange(FLAGS_change_objects, 1, 1000000), CheckRange(FLAGS_change_threads, 1, 64)}) {
@@ -224,6 +229,7 @@ absl::StatusOr<Options> OptionsFromFlags() {
   o.adders = absl::GetFlag(FLAGS_adders);
   o.add_rate = absl::GetFlag(FLAGS_add_rate);
   o.add_batch = absl::GetFlag(FLAGS_add_batch);
+  o.priorities = absl::GetFlag(FLAGS_priorities);
   o.keys = absl::GetFlag(FLAGS_keys);
   o.prefill = absl::GetFlag(FLAGS_prefill);
   // Without a queue the default worker is not wanted (an explicit --workers still needs one).
@@ -745,8 +751,9 @@ class Load {
     auto stub = v1::Queues::NewStub(QueueChannel());
     v1::AddRequest req;
     req.set_queue(o_.queue);
-    for (int i = 0; i < o_.keys;) {
+    for (int i = 0, n = 0; i < o_.keys; ++n) {
       req.clear_keys();
+      SetPriority(n, &req);
       for (int j = 0; j < 5000 && i < o_.keys; ++j, ++i) req.add_keys(KeyName(i));
       grpc::ClientContext ctx;
       v1::AddResponse res;
@@ -756,6 +763,11 @@ class Load {
     }
     prefilled_ = static_cast<uint64_t>(o_.keys);
     return absl::OkStatus();
+  }
+
+  // --priorities: the n-th add request's priority.
+  void SetPriority(int n, v1::AddRequest* req) const {
+    if (o_.priorities > 0) req->set_priority(-10 * (n % o_.priorities));
   }
 
   // -- Threads --
@@ -777,6 +789,7 @@ class Load {
         if (stop_.load(std::memory_order_relaxed)) break;
       }
       req.clear_keys();
+      SetPriority(static_cast<int>(sent / static_cast<uint64_t>(batch)), &req);
       const int64_t now = NowNs();
       for (int j = 0; j < batch; ++j) {
         std::string* key = req.add_keys();

@@ -1,5 +1,6 @@
 // Workqueue hot paths. The same shapes run against client-go's workqueue in
-// bench/baseline (`make bench-workqueue` runs both and prints the ratios).
+// bench/baseline (`make bench-workqueue` runs both and prints the ratios), and the Priority*
+// shapes against controller-runtime's priorityqueue.
 //
 // Every row reports keys per second (items_per_second).
 #include <atomic>
@@ -145,6 +146,42 @@ void BM_GetBatch128(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * kBatch);
 }
 BENCHMARK(BM_GetBatch128);
+
+// The priorities of the Priority* rows (controller-runtime's five-level test), in turn.
+constexpr int32_t kPriorities[] = {10, 5, 0, -5, -10};
+
+// Add of distinct keys at five priorities in turn, kBatch at a time (controller-runtime's
+// priorityqueue AddWithOpts in bench/baseline).
+void BM_PriorityAdd(benchmark::State& state) {
+  const auto& keys = Keys(kBatch);
+  auto q = Queue::Create({}).value();
+  for (auto _ : state) {
+    for (int i = 0; i < kBatch; ++i) q->Add(keys[i], kPriorities[i % 5]).IgnoreError();
+    state.PauseTiming();
+    Drain(*q);
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_PriorityAdd);
+
+// Get then Done of kBatch keys waiting at five priorities (GetWithPriority + Done there).
+void BM_PriorityGetDone(benchmark::State& state) {
+  const auto& keys = Keys(kBatch);
+  auto q = Queue::Create({}).value();
+  Lease lease;
+  for (auto _ : state) {
+    state.PauseTiming();
+    for (int i = 0; i < kBatch; ++i) q->Add(keys[i], kPriorities[i % 5]).IgnoreError();
+    state.ResumeTiming();
+    for (int i = 0; i < kBatch; ++i) {
+      q->Get(&lease);
+      q->Done(lease).IgnoreError();
+    }
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+}
+BENCHMARK(BM_PriorityGetDone);
 
 }  // namespace
 }  // namespace informerd::workqueue

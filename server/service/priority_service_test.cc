@@ -82,24 +82,6 @@ grpc::Status Call(QueueServer& s, const std::string& queue, const Step& step) {
   return grpc::Status(grpc::StatusCode::INTERNAL, "unknown call");
 }
 
-// Takes `n` leases one at a time (credit 1), answering each with SUCCESS: (key, priority) in the
-// order the queue handed them out.
-std::vector<std::pair<std::string, int32_t>> Take(WorkerStream& w, size_t n) {
-  std::vector<std::pair<std::string, int32_t>> got;
-  while (got.size() < n) {
-    std::vector<v1::Lease> leases = w.ReadLeases();
-    if (leases.empty()) {
-      ADD_FAILURE() << "the stream ended after " << got.size() << " of " << n << " leases";
-      break;
-    }
-    for (const v1::Lease& l : leases) {
-      got.emplace_back(l.key(), l.priority());
-      EXPECT_TRUE(w.Send(l, v1::Outcome::SUCCESS));
-    }
-  }
-  return got;
-}
-
 struct OrderCase {
   // The It(...) of priorityqueue_test.go this case ports.
   std::string name;
@@ -181,7 +163,7 @@ TEST(PriorityServiceTest, ControllerRuntimesOrderCasesOverGrpc) {
     EXPECT_THAT(depth, ElementsAreArray(c.want_depth));
     WorkerStream w(s.work(), "q", 1);
     ASSERT_NE(w.ReadStarted(), "");
-    EXPECT_THAT(Take(w, c.want.size()), ElementsAreArray(c.want));
+    EXPECT_THAT(w.TakePriorities(c.want.size()), ElementsAreArray(c.want));
     EXPECT_EQ(s.Len("q"), 0u);
   }
 }
@@ -203,7 +185,7 @@ TEST(PriorityServiceTest, ARetryKeepsTheLeasesPriorityUnlessTheOutcomeNamesOne) 
   // and so goes after "mid".
   ASSERT_TRUE(Call(s, "q", Add("mid")).ok());
   ASSERT_TRUE(w.Send(l[0], v1::Outcome::RETRY));
-  EXPECT_THAT(Take(w, 2), ElementsAre(Pair("mid", 0), Pair("low", -100)));
+  EXPECT_THAT(w.TakePriorities(2), ElementsAre(Pair("mid", 0), Pair("low", -100)));
   // A requeue that names a priority waits at it.
   ASSERT_TRUE(Call(s, "q", Add("low", -100)).ok());
   l = w.ReadLeases();
@@ -212,7 +194,7 @@ TEST(PriorityServiceTest, ARetryKeepsTheLeasesPriorityUnlessTheOutcomeNamesOne) 
   v1::Outcome o = WorkerStream::Outcome(l[0].key(), l[0].token(), v1::Outcome::REQUEUE_AFTER, 0);
   o.set_priority(5);
   ASSERT_TRUE(w.Send({o}));
-  EXPECT_THAT(Take(w, 2), ElementsAre(Pair("low", 5), Pair("mid", 0)));
+  EXPECT_THAT(w.TakePriorities(2), ElementsAre(Pair("low", 5), Pair("mid", 0)));
 }
 
 TEST(PriorityServiceTest, AKeyGivenBackByAnEndedStreamKeepsItsPriority) {
@@ -229,7 +211,7 @@ TEST(PriorityServiceTest, AKeyGivenBackByAnEndedStreamKeepsItsPriority) {
   ASSERT_TRUE(Eventually([&] { return s.State("q").depth() == 2; }));
   WorkerStream w(s.work(), "q", 1);
   ASSERT_NE(w.ReadStarted(), "");
-  EXPECT_THAT(Take(w, 2), ElementsAre(Pair("mid", 0), Pair("low", -7)));
+  EXPECT_THAT(w.TakePriorities(2), ElementsAre(Pair("mid", 0), Pair("low", -7)));
 }
 
 TEST(PriorityServiceTest, PrioritiesOutOfRangeAreRefusedNamingTheField) {
@@ -261,7 +243,7 @@ TEST(PriorityServiceTest, PrioritiesOutOfRangeAreRefusedNamingTheField) {
   EXPECT_EQ(refusals[0].reason(), v1::INVALID_FIELD);
   EXPECT_THAT(refusals[0].message(), HasSubstr("outcomes[0].priority"));
   ASSERT_TRUE(w.Send(l[0], v1::Outcome::SUCCESS));
-  EXPECT_THAT(Take(w, 1), ElementsAre(Pair("min", -1000000)));
+  EXPECT_THAT(w.TakePriorities(1), ElementsAre(Pair("min", -1000000)));
 
   // And so are a spec's.
   v1::QueueSpec spec = Spec("bad");
@@ -296,7 +278,8 @@ TEST(PriorityServiceTest, TheSpecsAgingHandsOutAKeyThatWaitedTheBoundFirst) {
   {
     WorkerStream w(s.work(), "q", 1);
     ASSERT_NE(w.ReadStarted(), "");
-    EXPECT_THAT(Take(w, 3), ElementsAre(Pair("old", -100), Pair("new-1", 0), Pair("new-2", 0)));
+    EXPECT_THAT(w.TakePriorities(3),
+                ElementsAre(Pair("old", -100), Pair("new-1", 0), Pair("new-2", 0)));
   }
   // A longer bound from UpdateQueue: the same wait no longer jumps the line.
   spec.set_priority_aging_ms(60000);
@@ -307,7 +290,7 @@ TEST(PriorityServiceTest, TheSpecsAgingHandsOutAKeyThatWaitedTheBoundFirst) {
   clock.Advance(absl::Seconds(5));
   WorkerStream w(s.work(), "q", 1);
   ASSERT_NE(w.ReadStarted(), "");
-  EXPECT_THAT(Take(w, 2), ElementsAre(Pair("new-1", 0), Pair("old", -100)));
+  EXPECT_THAT(w.TakePriorities(2), ElementsAre(Pair("new-1", 0), Pair("old", -100)));
 }
 
 TEST(PriorityServiceTest, DepthByPriorityHasASeriesForEachOfTheFirstEightPrioritiesThenOther) {

@@ -198,20 +198,11 @@ v1::QueueState NamedQueue::State() const {
   s.set_retries(retries_.load(std::memory_order_relaxed) + leases_.retries());
   s.set_shutting_down(queue_->ShuttingDown());
   s.set_expired_leases(leases_.expired());
-  std::vector<std::pair<int32_t, size_t>> by_priority = queue_->LenByPriority();
-  for (size_t i = 0; i < by_priority.size(); ++i) {
-    if (i + 1 == kMaxDepthByPriority && by_priority.size() > kMaxDepthByPriority) {
-      // The lowest priorities, summed at the highest of them.
-      v1::PriorityDepth* rest = s.add_depth_by_priority();
-      rest->set_priority(by_priority[i].first);
-      uint64_t depth = 0;
-      for (size_t j = i; j < by_priority.size(); ++j) depth += by_priority[j].second;
-      rest->set_depth(depth);
-      break;
-    }
+  // The lowest priorities past kMaxDepthByPriority - 1 summed at the highest of them.
+  for (const auto& [priority, depth] : queue_->LenByPriority(kMaxDepthByPriority)) {
     v1::PriorityDepth* d = s.add_depth_by_priority();
-    d->set_priority(by_priority[i].first);
-    d->set_depth(by_priority[i].second);
+    d->set_priority(priority);
+    d->set_depth(depth);
   }
   return s;
 }
@@ -556,14 +547,17 @@ void QueueRegistry::UpdateMetrics() {
   if (options_.metrics == nullptr) return;
   MutexLock lock(&mu_);  // a queue's series are made and removed under it
   for (const auto& [name, q] : queues_) {
-    std::vector<std::pair<int32_t, size_t>> by_priority = q->queue_->LenByPriority();
-    for (auto& [priority, gauge] : q->priority_series_) gauge->Set(0);
-    double other = 0;
-    for (const auto& [priority, depth] : by_priority) {
-      auto it = std::find_if(q->priority_series_.begin(), q->priority_series_.end(),
-                             [p = priority](const auto& s) { return s.first == p; });
-      if (it == q->priority_series_.end() &&
-          q->priority_series_.size() < NamedQueue::kPrioritySeries) {
+    // Bounded work per scrape whatever priorities clients used: new series only for the highest
+    // priorities waiting now, exact counts for the (at most 8) priorities with a series, and
+    // the rest as the difference.
+    if (q->priority_series_.size() < NamedQueue::kPrioritySeries) {
+      for (const auto& [priority, depth] :
+           q->queue_->LenByPriority(NamedQueue::kPrioritySeries + 1)) {
+        if (q->priority_series_.size() == NamedQueue::kPrioritySeries) break;
+        if (std::any_of(q->priority_series_.begin(), q->priority_series_.end(),
+                        [p = priority](const auto& s) { return s.first == p; })) {
+          continue;
+        }
         q->priority_series_.emplace_back(
             priority, options_.metrics->GetGauge(
                           "informerd_queue_depth_by_priority",
@@ -571,14 +565,18 @@ void QueueRegistry::UpdateMetrics() {
                           "the queue used have a series each, later ones are summed in "
                           "priority=\"other\").",
                           {{"name", name}, {"priority", absl::StrCat(priority)}}));
-        it = q->priority_series_.end() - 1;
-      }
-      if (it != q->priority_series_.end()) {
-        it->second->Set(static_cast<double>(depth));
-      } else {
-        other += static_cast<double>(depth);
       }
     }
+    const size_t total = q->queue_->Len();
+    size_t with_series = 0;
+    for (auto& [priority, gauge] : q->priority_series_) {
+      const size_t depth = q->queue_->LenAtPriority(priority);
+      with_series += depth;
+      gauge->Set(static_cast<double>(depth));
+    }
+    // Counts read one lock at a time may not add up while keys move: never below 0.
+    const double other =
+        total > with_series ? static_cast<double>(total - with_series) : 0.0;
     if (other > 0 && q->other_priority_series_ == nullptr) {
       q->other_priority_series_ = options_.metrics->GetGauge(
           "informerd_queue_depth_by_priority", "", {{"name", name}, {"priority", "other"}});

@@ -1,7 +1,7 @@
 // Queue sources on the real kube-apiserver (testing/kube), where discovery, owners and the
 // status subresource are the real ones: the generation predicate measured over 100 status-only
 // writes and 100 spec changes of a Deployment, an owner of a cluster-scoped kind, and leases that
-// carry their object.
+// carry their object; source priorities putting a change ahead of the initial backlog.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "base/eventually.h"
 #include "client/client.h"
 #include "client/kube_apiserver.h"
 #include "client/kubeconfig.h"
@@ -22,6 +23,7 @@ namespace {
 using client::testing::KubeApiServer;
 using testing::CreateDeployment;
 using testing::PatchDeploymentStatus;
+using testing::QueueServer;
 using testing::ScaleDeployment;
 using testing::SourceHarness;
 using testing::Spec;
@@ -144,6 +146,38 @@ TEST_F(QueueSourceKubeTest, LeasesCarryTheObjectAsTheCacheHoldsIt) {
   EXPECT_THAT(o.json(), ::testing::HasSubstr("\"replicas\":1"));
   // The informer strips managedFields, which the real server writes.
   EXPECT_THAT(o.json(), ::testing::Not(::testing::HasSubstr("managedFields")));
+}
+
+// controller-runtime's priority default, per source here: a controller starting on 20 objects has
+// them all waiting at the initial list's low priority when one of them changes; the changed one
+// goes first (raised to `changed`, 0), the rest keep their order.
+TEST_F(QueueSourceKubeTest, AChangeDuringTheInitialBacklogIsHandedOutFirst) {
+  const std::string ns = "kube-priorities";
+  ASSERT_TRUE(client::testing::CreateNamespace(kube(), ns).ok());
+  auto configmap = [&](int i, const std::string& value) {
+    return absl::StrCat(R"({"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"cm-)", i,
+                        R"("},"data":{"v":")", value, R"("}})");
+  };
+  for (int i = 0; i < 20; ++i) ASSERT_TRUE(kube().Create(kConfigMaps, ns, configmap(i, "a")).ok());
+  const std::string cms = harness_->Informer("", "configmaps", ns);
+  v1::QueueSpec spec = Spec("backlog");
+  v1::QueueSource* src = spec.add_sources();
+  src->set_informer_id(cms);
+  src->mutable_priorities()->set_initial_list(-100);
+  QueueServer& server = harness_->server();
+  ASSERT_TRUE(server.CreateQueue(spec).ok());
+  ASSERT_TRUE(Eventually([&] { return server.State("backlog").depth() == 20; }));
+  ASSERT_TRUE(kube().Update(kConfigMaps, ns, "cm-13", configmap(13, "b")).ok());
+  ASSERT_TRUE(Eventually([&] {
+    v1::QueueState st = server.State("backlog");
+    return st.depth_by_priority_size() == 2 && st.depth_by_priority(0).priority() == 0;
+  }));
+  WorkerStream w(server.work(), "backlog", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  const std::vector<std::pair<std::string, int32_t>> got = w.TakePriorities(20);
+  ASSERT_EQ(got.size(), 20u);
+  EXPECT_EQ(got[0], std::make_pair(ns + "/cm-13", 0));
+  for (size_t i = 1; i < got.size(); ++i) EXPECT_EQ(got[i].second, -100) << got[i].first;
 }
 
 }  // namespace

@@ -349,23 +349,15 @@ TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
     EXPECT_EQ(st.depth_by_priority(1).depth(), 2u);
   }
   {
-  WorkerStream w(server_->work(), "prio", 1);
-  ASSERT_NE(w.ReadStarted(), "");
-  std::vector<std::pair<std::string, int32_t>> got;
-  while (got.size() < 3) {
-    std::vector<v1::Lease> l = w.ReadLeases();
-    ASSERT_FALSE(l.empty());
-    for (const v1::Lease& x : l) {
-      got.emplace_back(x.key(), x.priority());
-      ASSERT_TRUE(w.Send(x, v1::Outcome::SUCCESS));
-    }
-  }
-  // The replay's order is the store's; the change goes before both.
-  EXPECT_EQ(got[0], std::make_pair(ns() + "/late", 0));
-  const std::vector<std::pair<std::string, int32_t>> rest(got.begin() + 1, got.end());
-  EXPECT_THAT(rest,
-              ::testing::UnorderedElementsAre(::testing::Pair(ns() + "/a", -100),
-                                              ::testing::Pair(ns() + "/b", -100)));
+    WorkerStream w(server_->work(), "prio", 1);
+    ASSERT_NE(w.ReadStarted(), "");
+    const std::vector<std::pair<std::string, int32_t>> got = w.TakePriorities(3);
+    ASSERT_EQ(got.size(), 3u);
+    // The replay's order is the store's; the change goes before both.
+    EXPECT_EQ(got[0], std::make_pair(ns() + "/late", 0));
+    const std::vector<std::pair<std::string, int32_t>> rest(got.begin() + 1, got.end());
+    EXPECT_THAT(rest, ::testing::UnorderedElementsAre(::testing::Pair(ns() + "/a", -100),
+                                                      ::testing::Pair(ns() + "/b", -100)));
   }  // the stream ends, holding nothing
 
   // The queue's resync: every object again, unchanged, at -50.

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -172,6 +173,22 @@ class WorkerStream {
       if (r.has_leases()) return {r.leases().leases().begin(), r.leases().leases().end()};
     }
     return {};
+  }
+  // Takes `n` leases, answering each with SUCCESS: (key, priority) in the order they came.
+  std::vector<std::pair<std::string, int32_t>> TakePriorities(size_t n) {
+    std::vector<std::pair<std::string, int32_t>> got;
+    while (got.size() < n) {
+      std::vector<v1::Lease> leases = ReadLeases();
+      if (leases.empty()) {
+        ADD_FAILURE() << "the stream ended after " << got.size() << " of " << n << " leases";
+        break;
+      }
+      for (const v1::Lease& l : leases) {
+        got.emplace_back(l.key(), l.priority());
+        EXPECT_TRUE(Send(l, v1::Outcome::SUCCESS));
+      }
+    }
+    return got;
   }
   bool Send(const std::vector<v1::Outcome>& outcomes) {
     v1::ProcessRequest req;

@@ -360,5 +360,47 @@ TEST_F(PriorityTest, LenByPriorityListsTheWaitingKeysHighestFirst) {
   EXPECT_THAT(q->LenByPriority(), ElementsAre(Pair(0, 1u), Pair(-5, 2u)));
 }
 
+// Aging looks up the longest-waiting head in an index, whatever the number of priorities.
+TEST_F(PriorityTest, AgingFindsTheOldestHeadAmongManyPriorities) {
+  auto q = NewQueue(absl::Seconds(10));
+  ASSERT_TRUE(q->Add("oldest", -1000).ok());
+  clock_.Advance(absl::Seconds(1));
+  for (int p = 1; p <= 200; ++p) ASSERT_TRUE(q->Add(absl::StrCat("k", p), p).ok());
+  clock_.Advance(absl::Seconds(9));  // "oldest" has waited 10 s, the others 9 s
+  EXPECT_THAT(Next(*q), Pair("oldest", -1000));
+  EXPECT_THAT(Next(*q), Pair("k200", 200));
+  clock_.Advance(absl::Seconds(1));  // now all 199 left are overdue: oldest first, of equal
+  EXPECT_THAT(Next(*q), Pair("k199", 199));  // waits the higher priority
+  EXPECT_EQ(q->LenAtPriority(1), 1u);
+  EXPECT_EQ(q->LenAtPriority(-1000), 0u);
+}
+
+// A key that waited unstamped at the default priority (no other priority waited, no metrics)
+// and is then raised waits from its raise, not from the start of time.
+TEST_F(PriorityTest, AKeyRaisedFromTheDefaultPriorityWaitsFromItsRaise) {
+  auto q = NewQueue(absl::Minutes(1));
+  ASSERT_TRUE(q->Add("old").ok());
+  clock_.Advance(absl::Hours(1));
+  ASSERT_TRUE(q->Add("top", 10).ok());
+  ASSERT_TRUE(q->Add("old", 5).ok());
+  EXPECT_THAT(Next(*q), Pair("top", 10));
+  EXPECT_THAT(Next(*q), Pair("old", 5));
+}
+
+// However many priorities clients used, a bounded call stays bounded: the rest is summed into the
+// last entry, at the highest of the priorities summed.
+TEST_F(PriorityTest, LenByPrioritySumsThePrioritiesPastItsBoundIntoTheLastEntry) {
+  auto q = NewQueue();
+  for (int p = -3; p <= 3; ++p) ASSERT_TRUE(q->Add(absl::StrCat("k", p), p).ok());
+  ASSERT_TRUE(q->Add("k-3b", -3).ok());
+  EXPECT_THAT(q->LenByPriority(3), ElementsAre(Pair(3, 1u), Pair(2, 1u), Pair(1, 6u)));
+  EXPECT_THAT(q->LenByPriority(5),
+              ElementsAre(Pair(3, 1u), Pair(2, 1u), Pair(1, 1u), Pair(0, 1u), Pair(-1, 4u)));
+  EXPECT_THAT(q->LenByPriority(1), ElementsAre(Pair(3, 8u)));
+  EXPECT_EQ(q->LenByPriority(7).size(), 7u);
+  EXPECT_THAT(q->LenByPriority(7).back(), Pair(-3, 2u));
+  EXPECT_EQ(q->LenByPriority(8).size(), 7u);
+}
+
 }  // namespace
 }  // namespace informerd::workqueue

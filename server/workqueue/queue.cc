@@ -129,8 +129,17 @@ void Queue::PushBackLocked(SlotId id) {
   slot.prev = fifo.tail;
   if (fifo.tail == kNoSlot) {
     fifo.head = id;
+    if (slot.priority != kDefaultPriority) {
+      // A key raised from the default priority may be unstamped (AddSlotLocked): it waits from
+      // now.
+      if (slot.added_at_ns == 0) slot.added_at_ns = absl::ToUnixNanos(clock_->Now());
+      heads_.emplace(slot.added_at_ns, slot.priority);
+    }
   } else {
     slots_[fifo.tail].next = id;
+  }
+  if (fifo.tail != kNoSlot && slot.priority != kDefaultPriority && slot.added_at_ns == 0) {
+    slot.added_at_ns = absl::ToUnixNanos(clock_->Now());  // as above
   }
   fifo.tail = id;
   ++fifo.len;
@@ -143,6 +152,10 @@ void Queue::UnlinkLocked(SlotId id) {
   Fifo& fifo = FifoLocked(slot.priority);
   if (slot.prev == kNoSlot) {
     fifo.head = slot.next;
+    if (slot.priority != kDefaultPriority) {
+      heads_.erase({slot.added_at_ns, slot.priority});
+      if (slot.next != kNoSlot) heads_.emplace(slots_[slot.next].added_at_ns, slot.priority);
+    }
   } else {
     slots_[slot.prev].next = slot.next;
   }
@@ -165,29 +178,27 @@ Queue::Fifo& Queue::NextFifoLocked() {
                                                                        : &default_fifo_;
   if (priority_aging_ns_ == INT64_MAX) return *next;
   // Aging: the longest-waiting head that has waited priority_aging goes first (of equal waits,
-  // the higher priority's).
+  // the higher priority's), `next`'s own head included. The candidates: the oldest head of the
+  // other FIFOs (the index's first entry) and the default FIFO's head.
   const int64_t now = absl::ToUnixNanos(clock_->Now());
   const int64_t overdue_at_or_before = now - priority_aging_ns_;
   Fifo* aged = nullptr;
   int64_t oldest = 0;
-  auto consider = [&](Fifo& f) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (&f == next || f.len == 0) return;
-    int64_t& added = slots_[f.head].added_at_ns;
-    if (added == 0) added = now;  // unstamped (see AddSlotLocked): it waits from now
-    if (added <= overdue_at_or_before && (aged == nullptr || added < oldest)) {
-      oldest = added;
-      aged = &f;
-    }
-  };
-  bool default_considered = false;
-  for (auto& [priority, fifo] : other_fifos_) {  // highest first
-    if (!default_considered && priority < kDefaultPriority) {
-      consider(default_fifo_);
-      default_considered = true;
-    }
-    consider(fifo);
+  int32_t oldest_priority = 0;
+  if (!heads_.empty() && heads_.begin()->first <= overdue_at_or_before) {
+    oldest = heads_.begin()->first;
+    oldest_priority = heads_.begin()->second;
+    aged = &other_fifos_.find(oldest_priority)->second;
   }
-  if (!default_considered) consider(default_fifo_);
+  if (default_fifo_.len > 0) {
+    int64_t& added = slots_[default_fifo_.head].added_at_ns;
+    if (added == 0) added = now;  // unstamped (see AddSlotLocked): it waits from now
+    if (added <= overdue_at_or_before &&
+        (aged == nullptr || added < oldest ||
+         (added == oldest && kDefaultPriority > oldest_priority))) {
+      aged = &default_fifo_;
+    }
+  }
   return aged != nullptr ? *aged : *next;
 }
 
@@ -456,19 +467,38 @@ absl::Status Queue::SetPriorityAging(absl::Duration aging) {
   return absl::OkStatus();
 }
 
-std::vector<std::pair<int32_t, size_t>> Queue::LenByPriority() const {
+std::vector<std::pair<int32_t, size_t>> Queue::LenByPriority(size_t max_entries) const {
   MutexLock lock(&mu_);
   std::vector<std::pair<int32_t, size_t>> out;
+  size_t counted = 0;
+  // Appends one priority's count, or, once max_entries - 1 are out, the rest summed; false when
+  // done.
+  auto emit = [&](int32_t priority, size_t len) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (out.size() + 1 >= max_entries) {
+      out.emplace_back(priority, len_ - counted);
+      return false;
+    }
+    out.emplace_back(priority, len);
+    counted += len;
+    return true;
+  };
   bool default_done = default_fifo_.len == 0;
   for (const auto& [priority, fifo] : other_fifos_) {
     if (!default_done && priority < kDefaultPriority) {
-      out.emplace_back(kDefaultPriority, default_fifo_.len);
       default_done = true;
+      if (!emit(kDefaultPriority, default_fifo_.len)) return out;
     }
-    out.emplace_back(priority, fifo.len);
+    if (!emit(priority, fifo.len)) return out;
   }
-  if (!default_done) out.emplace_back(kDefaultPriority, default_fifo_.len);
+  if (!default_done) emit(kDefaultPriority, default_fifo_.len);
   return out;
+}
+
+size_t Queue::LenAtPriority(int32_t priority) const {
+  MutexLock lock(&mu_);
+  if (priority == kDefaultPriority) return default_fifo_.len;
+  auto it = other_fifos_.find(priority);
+  return it == other_fifos_.end() ? 0 : it->second.len;
 }
 
 size_t Queue::Processing() const {

@@ -51,6 +51,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -159,8 +160,12 @@ class Queue {
 
   // Number of keys waiting (not counting those only being processed).
   size_t Len() const;
-  // Number of keys waiting at each priority, highest first (priorities with none left out).
-  std::vector<std::pair<int32_t, size_t>> LenByPriority() const;
+  // Number of keys waiting at each priority, highest first (priorities with none left out): at
+  // most `max_entries` (> 0) entries, the last of which, when there are more priorities, sums
+  // the rest at the highest of them. O(max_entries), whatever priorities clients used.
+  std::vector<std::pair<int32_t, size_t>> LenByPriority(size_t max_entries = SIZE_MAX) const;
+  // Number of keys waiting at `priority` (O(log priorities)).
+  size_t LenAtPriority(int32_t priority) const;
   // Changes QueueOptions::priority_aging (same rules) for every key from now on.
   absl::Status SetPriorityAging(absl::Duration aging);
   // Number of keys being processed.
@@ -270,6 +275,16 @@ class Queue {
   // first, so a queue without priorities pays one empty() check for them.
   Fifo default_fifo_ ABSL_GUARDED_BY(mu_);
   absl::btree_map<int32_t, Fifo, std::greater<int32_t>> other_fifos_ ABSL_GUARDED_BY(mu_);
+  // Aging's index: (head's added_at_ns, priority) of every non-empty FIFO but the default one's,
+  // oldest first and, of equal waits, the higher priority first, so that the longest-waiting head
+  // is found in O(log priorities), not by a walk over every priority a client used.
+  struct HeadOrder {
+    bool operator()(const std::pair<int64_t, int32_t>& a,
+                    const std::pair<int64_t, int32_t>& b) const {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    }
+  };
+  absl::btree_set<std::pair<int64_t, int32_t>, HeadOrder> heads_ ABSL_GUARDED_BY(mu_);
   size_t len_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t priority_aging_ns_ ABSL_GUARDED_BY(mu_);  // INT64_MAX: no aging
   // Mirrors of len_ and shutting_down_ for the lock-free spin in WaitForWorkLocked.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import signal
@@ -301,6 +302,8 @@ async def test_a_requeue_waits_at_the_priority_its_result_names(
         Result.requeue(priority=1_000_001)
     with pytest.raises(TypeError, match=r"Result.requeue_after: priority: want an int"):
         Result.requeue_after(1, priority=1.5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"Result.requeue: priority: must be in"):
+        dataclasses.replace(Result.requeue(), priority=-(10**9))
 
 
 async def test_source_priorities_rank_the_initial_list_below_changes(

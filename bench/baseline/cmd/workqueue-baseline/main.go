@@ -1,5 +1,6 @@
 // Command workqueue-baseline runs the shapes of bench/workqueue_benchmark.cc against
-// client-go's workqueue and prints keys/s per shape as JSON, for tools/bench_table.py.
+// client-go's workqueue (and the Priority* shapes against controller-runtime's priorityqueue,
+// its default queue since v0.23) and prints keys/s per shape as JSON, for tools/bench_table.py.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 )
 
 const batch = 10000
@@ -137,6 +139,80 @@ func benchGetBatch128(b *testing.B) {
 	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
 }
 
+// The five priorities of the Priority* shapes, as in controller-runtime's
+// TestHighPriorityItemsAreReturnedBeforeLowPriorityItemMultipleTimes.
+var priorities = []int{10, 5, 0, -5, -10}
+
+// noMetrics: both sides run the priority shapes without metrics (informerd's queue records none
+// without a provider), so the rows compare the same work.
+type noMetrics struct{}
+
+type noGauge struct{}
+
+func (noGauge) Inc()        {}
+func (noGauge) Dec()        {}
+func (noGauge) Set(float64) {}
+
+type noHistogram struct{}
+
+func (noHistogram) Observe(float64) {}
+
+func (noMetrics) NewDepthMetric(string) workqueue.GaugeMetric            { return noGauge{} }
+func (noMetrics) NewAddsMetric(string) workqueue.CounterMetric           { return noGauge{} }
+func (noMetrics) NewLatencyMetric(string) workqueue.HistogramMetric      { return noHistogram{} }
+func (noMetrics) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noHistogram{} }
+func (noMetrics) NewRetriesMetric(string) workqueue.CounterMetric        { return noGauge{} }
+func (noMetrics) NewUnfinishedWorkSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noGauge{}
+}
+func (noMetrics) NewLongestRunningProcessorSecondsMetric(string) workqueue.SettableGaugeMetric {
+	return noGauge{}
+}
+
+func newPriorityQueue() priorityqueue.PriorityQueue[string] {
+	return priorityqueue.New[string]("bench", func(o *priorityqueue.Opts[string]) {
+		o.MetricProvider = noMetrics{}
+	})
+}
+
+// Add of distinct keys at five priorities in turn, batch at a time.
+func benchPriorityAdd(b *testing.B) {
+	q := newPriorityQueue()
+	defer q.ShutDown()
+	for n := 0; n < b.N; n++ {
+		for i := 0; i < batch; i++ {
+			p := priorities[i%len(priorities)]
+			q.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, keys[i])
+		}
+		b.StopTimer()
+		for q.Len() > 0 {
+			k, _ := q.Get()
+			q.Done(k)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
+}
+
+// GetWithPriority then Done of batch keys waiting at five priorities.
+func benchPriorityGetDone(b *testing.B) {
+	q := newPriorityQueue()
+	defer q.ShutDown()
+	for n := 0; n < b.N; n++ {
+		b.StopTimer()
+		for i := 0; i < batch; i++ {
+			p := priorities[i%len(priorities)]
+			q.AddWithOpts(priorityqueue.AddOpts{Priority: &p}, keys[i])
+		}
+		b.StartTimer()
+		for i := 0; i < batch; i++ {
+			k, _, _ := q.GetWithPriority()
+			q.Done(k)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "keys/s")
+}
+
 type row struct {
 	Name  string  `json:"name"`
 	Unit  string  `json:"unit"`
@@ -155,6 +231,8 @@ func main() {
 		{"ContendedAddGet", benchContendedAddGet},
 		{"AddAfterDrain1M", benchAddAfterDrain1M},
 		{"GetBatch128", benchGetBatch128},
+		{"PriorityAdd", benchPriorityAdd},
+		{"PriorityGetDone", benchPriorityGetDone},
 	}
 	var rows []row
 	for _, s := range shapes {
@@ -163,7 +241,7 @@ func main() {
 		}
 		r := testing.Benchmark(s.fn)
 		rows = append(rows, row{Name: s.name, Unit: "keys/s", Value: r.Extra["keys/s"]})
-		fmt.Fprintf(os.Stderr, "client-go %-16s %12.0f keys/s (%d runs)\n", s.name, r.Extra["keys/s"], r.N)
+		fmt.Fprintf(os.Stderr, "baseline %-16s %12.0f keys/s (%d runs)\n", s.name, r.Extra["keys/s"], r.N)
 	}
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")

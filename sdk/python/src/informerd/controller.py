@@ -118,6 +118,13 @@ class Result:
     #: priority the key was handed out at (:attr:`Context.priority`).
     priority: int | None = None
 
+    def __post_init__(self) -> None:
+        # Also for a Result built directly or with dataclasses.replace: a bad one fails the
+        # reconcile where it is made (the key is retried at its own priority), never the stream.
+        if self.kind not in ("done", "requeue", "requeue_after"):
+            raise ValueError(f"Result: kind {self.kind!r}, want done, requeue or requeue_after")
+        validate_priority(self.priority, f"Result.{self.kind}: priority")
+
     @classmethod
     def done(cls) -> Result:
         """Reconciled: forget the key's failures; nothing more until it changes."""
@@ -127,7 +134,7 @@ class Result:
     def requeue(cls, *, priority: int | None = None) -> Result:
         """Look again after the queue's rate-limited delay (counts as a retry), at
         ``priority`` (None: the key's own)."""
-        return cls("requeue", priority=validate_priority(priority, "Result.requeue: priority"))
+        return cls("requeue", priority=priority)
 
     @classmethod
     def requeue_after(cls, delay_s: float, *, priority: int | None = None) -> Result:
@@ -135,11 +142,7 @@ class Result:
         ``priority`` (None: the key's own)."""
         if isinstance(delay_s, bool) or not isinstance(delay_s, (int, float)) or delay_s < 0:
             raise ValueError(f"Result.requeue_after: delay_s {delay_s!r}, want seconds >= 0")
-        return cls(
-            "requeue_after",
-            float(delay_s),
-            validate_priority(priority, "Result.requeue_after: priority"),
-        )
+        return cls("requeue_after", float(delay_s), priority)
 
 
 class TerminalError(Exception):

@@ -435,7 +435,9 @@ impl QueueSpec {
     /// How long a key waits at most before it goes ahead of higher priorities (1 s to 1 day;
     /// zero: the daemon's default, one minute).
     pub fn priority_aging(mut self, aging: Duration) -> Self {
-        self.0.priority_aging_ms = aging.as_millis().try_into().unwrap_or(i64::MAX);
+        // Under a millisecond is not zero (the default): rounded up, so that it is refused.
+        let ms = aging.as_millis().max(u128::from(!aging.is_zero()));
+        self.0.priority_aging_ms = ms.try_into().unwrap_or(i64::MAX);
         self
     }
 

@@ -326,7 +326,7 @@ void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool 
   DisarmExpiryLocked(held);
   const workqueue::HandOut end{.slot = held.slot, .token = held.token};
   if (requeue) {
-    ReturnLocked(key, end, held.priority);
+    ReturnLocked(key, end, held.priority, held.initial_list);
   } else if (batch != nullptr) {
     batch->push_back(end);
   } else {
@@ -335,17 +335,17 @@ void LeaseTable::EndLeaseLocked(absl::string_view key, Worker::Held& held, bool 
 }
 
 void LeaseTable::ReturnLocked(absl::string_view key, const workqueue::HandOut& end,
-                              int32_t priority) {
+                              int32_t priority, bool initial_list) {
   // Add while still processing marks the key dirty; Done then puts it back in the FIFO, at the
   // priority it had. After shutdown the Add is refused and the key dropped, as client-go drops it.
-  queue_->Add(key, priority).IgnoreError();
+  queue_->Add(key, priority, initial_list).IgnoreError();
   queue_->DoneAll({&end, 1});
 }
 
 void LeaseTable::Return(const std::vector<Lease>& leases) {
   MutexLock lock(&mu_);
   for (const Lease& l : leases) {
-    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority);
+    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority, l.initial_list);
   }
 }
 
@@ -428,6 +428,7 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
         held.token = l.token;
         held.slot = l.slot;
         held.priority = l.priority;
+        held.initial_list = l.initial_list;
         ArmExpiryLocked(w, it->first, held);
         d.leases.push_back(std::move(l));  // the caller refills the vector
       }
@@ -439,7 +440,7 @@ std::vector<LeaseTable::Delivery> LeaseTable::Assign(std::vector<Lease>* leases)
   // dropped by it after shutdown).
   for (; next < leases->size(); ++next) {
     const Lease& l = (*leases)[next];
-    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority);
+    ReturnLocked(l.key, {.slot = l.slot, .token = l.token}, l.priority, l.initial_list);
   }
   return deliveries;
 }

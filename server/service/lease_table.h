@@ -127,6 +127,7 @@ class Worker {
     uint64_t token = 0;
     uint32_t slot = 0;  // workqueue::Lease::slot
     int32_t priority = workqueue::kDefaultPriority;  // the key's, given back at it
+    bool initial_list = false;                        // given back with it too
     // The lease's entry in LeaseTable::expiries_ (end() when leases do not expire).
     std::multimap<absl::Time, ExpiryRef>::iterator expiry;
   };
@@ -230,7 +231,8 @@ class LeaseTable {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Gives back a hand-out of `key`: adds the key again, then ends the hand-out (see the header
   // comment). The one implementation of giving back.
-  void ReturnLocked(absl::string_view key, const workqueue::HandOut& end, int32_t priority)
+  void ReturnLocked(absl::string_view key, const workqueue::HandOut& end, int32_t priority,
+                    bool initial_list)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ArmExpiryLocked(Worker* worker, absl::string_view key, Worker::Held& held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -214,6 +214,33 @@ TEST(PriorityServiceTest, AKeyGivenBackByAnEndedStreamKeepsItsPriority) {
   EXPECT_THAT(w.TakePriorities(2), ElementsAre(Pair("mid", 0), Pair("low", -7)));
 }
 
+// A give-back keeps is_in_initial_list too: the key is the same unfinished startup work.
+TEST(PriorityServiceTest, AKeyGivenBackKeepsItsInitialListMark) {
+  QueueServer s;
+  ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());
+  NamedQueue& q = *s.registry().Get("q").value();
+  ASSERT_TRUE(q.queue_for_testing().Add("initial", -5, /*initial_list=*/true).ok());
+  {
+    WorkerStream w(s.work(), "q", 1);
+    ASSERT_NE(w.ReadStarted(), "");
+    std::vector<v1::Lease> l = w.ReadLeases();
+    ASSERT_EQ(l.size(), 1u);
+    EXPECT_TRUE(l[0].is_in_initial_list());
+  }  // cancelled while holding it
+  ASSERT_TRUE(Eventually([&] { return s.State("q").depth() == 1; }));
+  WorkerStream w(s.work(), "q", 1);
+  ASSERT_NE(w.ReadStarted(), "");
+  std::vector<v1::Lease> l = w.TakeLeases(1);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_TRUE(l[0].is_in_initial_list());
+  EXPECT_EQ(l[0].priority(), -5);
+  // A client's Add is never initial.
+  ASSERT_TRUE(Call(s, "q", Add("client")).ok());
+  l = w.TakeLeases(1);
+  ASSERT_EQ(l.size(), 1u);
+  EXPECT_FALSE(l[0].is_in_initial_list());
+}
+
 TEST(PriorityServiceTest, PrioritiesOutOfRangeAreRefusedNamingTheField) {
   QueueServer s;
   ASSERT_TRUE(s.CreateQueue(Spec("q")).ok());

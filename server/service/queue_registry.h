@@ -153,6 +153,8 @@ class NamedQueue {
 
   // For tests: keys held by workers (exclusive of the dispatcher's hand-off in progress).
   size_t HeldByWorkers() const { return leases_.Held(); }
+  // For tests: the queue itself (to add as a source would, e.g. from an initial list).
+  workqueue::RateLimitingQueue& queue_for_testing() { return *queue_; }
 
  private:
   // OK when `keys` more keys fit under kMaxQueueKeys.

@@ -35,9 +35,9 @@ bool SameValues(const informer::FieldPath& path, const client::Object& a, const 
 
 }  // namespace
 
-void KeySink::Enqueue(absl::string_view key, int32_t priority) const {
+void KeySink::Enqueue(absl::string_view key, int32_t priority, bool initial_list) const {
   if (!InvalidKeyReason(key).empty()) return;
-  CountedAdd(*adds, [&] { return queue->Add(key, priority); });
+  CountedAdd(*adds, [&] { return queue->Add(key, priority, initial_list); });
 }
 
 // ---- SourceMapper ----
@@ -274,7 +274,10 @@ bool SourcePump::Drain(State& state) {
   const SourceMapper& mapper = *state.mapper;
   const KeySink& sink = state.sink;
   int32_t priority = mapper.Priority(AddCause::kChanged);
-  auto enqueue = [&sink, &priority](absl::string_view key) { sink.Enqueue(key, priority); };
+  bool initial_list = false;
+  auto enqueue = [&sink, &priority, &initial_list](absl::string_view key) {
+    sink.Enqueue(key, priority, initial_list);
+  };
   // An update maps the new and the old object; the keys are enqueued once each (else a worker
   // fast enough to take the first Add before the second would get the key twice).
   std::vector<std::string> update_keys;
@@ -293,10 +296,9 @@ bool SourcePump::Drain(State& state) {
         case informer::Notification::Type::kAdd:
         case informer::Notification::Type::kDelete:
           if (n.object == nullptr) break;
-          priority = mapper.Priority(n.type == informer::Notification::Type::kAdd &&
-                                             n.is_in_initial_list
-                                         ? AddCause::kInitialList
-                                         : AddCause::kChanged);
+          initial_list = n.type == informer::Notification::Type::kAdd && n.is_in_initial_list;
+          priority =
+              mapper.Priority(initial_list ? AddCause::kInitialList : AddCause::kChanged);
           mapper.Map(*n.object, enqueue);
           break;
         case informer::Notification::Type::kUpdate: {

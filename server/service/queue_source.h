@@ -83,8 +83,10 @@ bool CountedAdd(std::atomic<uint64_t>& adds, AddFn add) {
 struct KeySink {
   std::shared_ptr<workqueue::RateLimitingQueue> queue;
   std::shared_ptr<std::atomic<uint64_t>> adds;
-  // Adds `key` at `priority` (invalid keys, e.g. longer than kMaxKeyBytes, are dropped).
-  void Enqueue(absl::string_view key, int32_t priority = workqueue::kDefaultPriority) const;
+  // Adds `key` at `priority`, marked as from an informer's initial list or not (invalid keys,
+  // e.g. longer than kMaxKeyBytes, are dropped).
+  void Enqueue(absl::string_view key, int32_t priority = workqueue::kDefaultPriority,
+               bool initial_list = false) const;
 };
 
 // Why a source adds a key, which decides its priority (QueueSource.priorities).

@@ -327,6 +327,7 @@ TEST_F(QueueSourceTest, ResyncEnqueuesEveryObjectAgainWhateverThePredicatesSay) 
 // QueueSource.priorities: a binding's first enqueue of every object (the informer's initial list)
 // waits at initial_list, a change at changed, the queue's resync of unchanged objects at
 // unchanged; and a changed object is handed out before the initial list it was added after.
+// Leases of the initial list say so (is_in_initial_list), the others do not.
 TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
   SetUpClusters("source-priorities");
   ASSERT_TRUE(fixture_->Create("a").ok());
@@ -351,8 +352,14 @@ TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
   {
     WorkerStream w(server_->work(), "prio", 1);
     ASSERT_NE(w.ReadStarted(), "");
-    const std::vector<std::pair<std::string, int32_t>> got = w.TakePriorities(3);
-    ASSERT_EQ(got.size(), 3u);
+    const std::vector<v1::Lease> leases = w.TakeLeases(3);
+    ASSERT_EQ(leases.size(), 3u);
+    std::vector<std::pair<std::string, int32_t>> got;
+    for (const v1::Lease& l : leases) {
+      got.emplace_back(l.key(), l.priority());
+      // client-go's isInInitialList: the replay's objects, not the one created later.
+      EXPECT_EQ(l.is_in_initial_list(), l.key() != ns() + "/late") << l.key();
+    }
     // The replay's order is the store's; the change goes before both.
     EXPECT_EQ(got[0], std::make_pair(ns() + "/late", 0));
     const std::vector<std::pair<std::string, int32_t>> rest(got.begin() + 1, got.end());
@@ -371,6 +378,7 @@ TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
     ASSERT_FALSE(l.empty());
     for (const v1::Lease& x : l) {
       EXPECT_EQ(x.priority(), -50) << x.key();
+      EXPECT_FALSE(x.is_in_initial_list()) << x.key();
       resynced.insert(x.key());
       ASSERT_TRUE(again.Send(x, v1::Outcome::SUCCESS));
     }

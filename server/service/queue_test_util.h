@@ -174,20 +174,26 @@ class WorkerStream {
     }
     return {};
   }
-  // Takes `n` leases, answering each with SUCCESS: (key, priority) in the order they came.
-  std::vector<std::pair<std::string, int32_t>> TakePriorities(size_t n) {
-    std::vector<std::pair<std::string, int32_t>> got;
+  // Takes `n` leases, answering each with SUCCESS, in the order they came.
+  std::vector<v1::Lease> TakeLeases(size_t n) {
+    std::vector<v1::Lease> got;
     while (got.size() < n) {
       std::vector<v1::Lease> leases = ReadLeases();
       if (leases.empty()) {
         ADD_FAILURE() << "the stream ended after " << got.size() << " of " << n << " leases";
         break;
       }
-      for (const v1::Lease& l : leases) {
-        got.emplace_back(l.key(), l.priority());
+      for (v1::Lease& l : leases) {
         EXPECT_TRUE(Send(l, v1::Outcome::SUCCESS));
+        got.push_back(std::move(l));
       }
     }
+    return got;
+  }
+  // TakeLeases(n) as (key, priority).
+  std::vector<std::pair<std::string, int32_t>> TakePriorities(size_t n) {
+    std::vector<std::pair<std::string, int32_t>> got;
+    for (const v1::Lease& l : TakeLeases(n)) got.emplace_back(l.key(), l.priority());
     return got;
   }
   bool Send(const std::vector<v1::Outcome>& outcomes) {

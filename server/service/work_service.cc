@@ -403,6 +403,7 @@ class WorkService::Stream final
       pl->set_key(l.key);
       pl->set_token(l.token);
       pl->set_priority(l.priority);
+      pl->set_is_in_initial_list(l.initial_list);
       // Requeue counts are read outside our lock (the limiter has its own).
       pl->set_requeues(limiter->NumRequeues(l.key));
       const QueueKeyParts parts = SplitQueueKey(l.key);

@@ -387,6 +387,40 @@ TEST_F(PriorityTest, AKeyRaisedFromTheDefaultPriorityWaitsFromItsRaise) {
   EXPECT_THAT(Next(*q), Pair("old", 5));
 }
 
+// client-go's isInInitialList for a queue: a lease is marked only while every add the key waited
+// for was marked; any other add (a change, a retry, a delayed add) clears it until the key is
+// handed out.
+TEST_F(PriorityTest, ALeaseIsFromTheInitialListOnlyWhileEveryAddWas) {
+  auto q = NewQueue();
+  Lease lease;
+  ASSERT_TRUE(q->Add("a", 0, /*initial_list=*/true).ok());
+  ASSERT_TRUE(q->Add("b", 0, /*initial_list=*/true).ok());
+  ASSERT_TRUE(q->Add("b", 0, /*initial_list=*/false).ok());
+  ASSERT_TRUE(q->Add("c").ok());
+  ASSERT_TRUE(q->Get(&lease));
+  EXPECT_EQ(lease.key, "a");
+  EXPECT_TRUE(lease.initial_list);
+  // Added again while processed, from the initial list: it comes back marked.
+  ASSERT_TRUE(q->Add("a", -1, /*initial_list=*/true).ok());
+  ASSERT_TRUE(q->Done(lease).ok());
+  ASSERT_TRUE(q->Get(&lease));
+  EXPECT_EQ(lease.key, "b");
+  EXPECT_FALSE(lease.initial_list);
+  ASSERT_TRUE(q->Get(&lease));
+  EXPECT_EQ(lease.key, "c");
+  EXPECT_FALSE(lease.initial_list);
+  ASSERT_TRUE(q->Get(&lease));
+  EXPECT_EQ(lease.key, "a");
+  EXPECT_TRUE(lease.initial_list);
+  // A delayed add (a retry) is not initial.
+  ASSERT_TRUE(q->Add("d", 0, /*initial_list=*/true).ok());
+  ASSERT_TRUE(q->AddAfter("d", absl::Seconds(1)).ok());
+  clock_.Advance(absl::Seconds(1));
+  ASSERT_TRUE(q->Get(&lease));
+  EXPECT_EQ(lease.key, "d");
+  EXPECT_FALSE(lease.initial_list);
+}
+
 // However many priorities clients used, a bounded call stays bounded: the rest is summed into the
 // last entry, at the highest of the priorities summed.
 TEST_F(PriorityTest, LenByPrioritySumsThePrioritiesPastItsBoundIntoTheLastEntry) {

@@ -252,18 +252,24 @@ absl::Status Queue::Add(absl::string_view key, int32_t priority) {
   return AddLocked(key, priority);
 }
 
-absl::Status Queue::AddLocked(absl::string_view key, int32_t priority) {
+absl::Status Queue::Add(absl::string_view key, int32_t priority, bool initial_list) {
+  MutexLock lock(&mu_);
+  return AddLocked(key, priority, initial_list);
+}
+
+absl::Status Queue::AddLocked(absl::string_view key, int32_t priority, bool initial_list) {
   if (key.empty()) return absl::InvalidArgumentError("key must not be empty");
   if (shutting_down_) {
     return absl::FailedPreconditionError("queue is shutting down; key not added");
   }
-  AddSlotLocked(SlotForLocked(key), priority);
+  AddSlotLocked(SlotForLocked(key), priority, initial_list);
   return absl::OkStatus();
 }
 
-void Queue::AddSlotLocked(SlotId id, int32_t priority) {
+void Queue::AddSlotLocked(SlotId id, int32_t priority, bool initial_list) {
   Slot& slot = slots_[id];
   if (slot.dirty) {
+    slot.initial_list = slot.initial_list && initial_list;
     // Already waiting (dedup): it keeps the higher priority, joining the back of that one's FIFO.
     if (priority <= slot.priority) return;
     if (slot.processing) {
@@ -277,6 +283,7 @@ void Queue::AddSlotLocked(SlotId id, int32_t priority) {
   }
   slot.dirty = true;
   slot.priority = priority;
+  slot.initial_list = initial_list;
   // Metrics and aging read it. Aging needs it only once keys of two priorities wait: without
   // metrics, a default-priority key added while no other priority waits is stamped when it
   // first competes with one (NextFifoLocked), which spares the clock read per Add.
@@ -325,6 +332,7 @@ void Queue::FillLeaseLocked(SlotId id, Lease* lease) {
   lease->token = slot.token;
   lease->slot = id;
   lease->priority = slot.priority;
+  lease->initial_list = slot.initial_list;
 }
 
 bool Queue::Get(Lease* lease) {

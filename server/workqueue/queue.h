@@ -112,6 +112,9 @@ struct Lease {
   uint32_t slot = 0;
   // The priority the key waited at.
   int32_t priority = kDefaultPriority;
+  // Every add the key waited for was marked as from an informer's initial list (client-go's
+  // isInInitialList): Add(key, priority, /*initial_list=*/true), and no other add came since.
+  bool initial_list = false;
 };
 
 class Queue {
@@ -126,6 +129,8 @@ class Queue {
   absl::Status Add(absl::string_view key);
   // Add at `priority`: a key already waiting keeps the higher of its two priorities.
   absl::Status Add(absl::string_view key, int32_t priority);
+  // Add at `priority`, marked as from an informer's initial list (Lease::initial_list) or not.
+  absl::Status Add(absl::string_view key, int32_t priority, bool initial_list);
 
   // Blocks until a key is waiting, then hands it out for processing. nullopt: the queue is shut
   // down and empty.
@@ -196,6 +201,8 @@ class Queue {
     bool processing = false; // handed out by Get and not yet Done
     // While dirty: the priority it waits (or, processing, will wait) at.
     int32_t priority = kDefaultPriority;
+    // While dirty: every add since it became dirty was an initial-list one (Lease::initial_list).
+    bool initial_list = false;
     // While waiting for a deadline: the priority its delayed add will have.
     int32_t delayed_priority = kDefaultPriority;
     // Delaying layer: the live heap entry for this key, 0 when not waiting for a deadline.
@@ -221,10 +228,11 @@ class Queue {
   Slot& SlotAt(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return slots_[id]; }
   // Frees `id` if it is neither dirty, processing nor waiting.
   void ReleaseIfIdleLocked(SlotId id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::Status AddLocked(absl::string_view key, int32_t priority)
+  absl::Status AddLocked(absl::string_view key, int32_t priority, bool initial_list = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Add of a live slot at `priority`. REQUIRES: not shutting down.
-  void AddSlotLocked(SlotId id, int32_t priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddSlotLocked(SlotId id, int32_t priority, bool initial_list = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ShuttingDownLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return shutting_down_; }
   // nullptr when metrics are off.
   QueueMetrics* metrics() const { return metrics_.get(); }

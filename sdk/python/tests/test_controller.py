@@ -312,10 +312,10 @@ async def test_source_priorities_rank_the_initial_list_below_changes(
     registry: CollectorRegistry,
 ) -> None:
     initial = seed_keys(fake_apiserver, "ctl-initial", 2)
-    seen: dict[str, list[int]] = defaultdict(list)
+    seen: dict[str, list[tuple[int, bool]]] = defaultdict(list)
 
     async def reconcile(obj: KubeObject | None, ctx: Context) -> Result | None:
-        seen[ctx.key].append(ctx.priority)
+        seen[ctx.key].append((ctx.priority, ctx.is_in_initial_list))
         return None
 
     ctl = Controller("ctl-initial", informerd_client, registry=registry)
@@ -327,9 +327,9 @@ async def test_source_priorities_rank_the_initial_list_below_changes(
     )
     task = asyncio.create_task(ctl.run(reconcile))
     await eventually(lambda: set(seen) == initial, "the initial list")
-    assert all(seen[k] == [LOW_PRIORITY] for k in initial), seen
+    assert all(seen[k] == [(LOW_PRIORITY, True)] for k in initial), seen
     fake_apiserver.put_configmap("ctl-initial", "changed", {"a": "b"})
-    await eventually(lambda: seen["ctl-initial/changed"] == [0], "the change, at 0")
+    await eventually(lambda: seen["ctl-initial/changed"] == [(0, False)], "the change, at 0")
     await stop_controller(ctl, task)
     with pytest.raises(TypeError, match="priorities"):
         ctl.owns("v1", "Pod", priorities={"initial_list": -1})  # type: ignore[arg-type]

@@ -227,6 +227,12 @@ class Context:
         return self._lease.priority
 
     @property
+    def is_in_initial_list(self) -> bool:
+        """Every add the key waited for came from an informer's initial list (client-go's
+        ``OnAdd(obj, isInInitialList)``): startup work, not a change."""
+        return self._lease.is_in_initial_list
+
+    @property
     def cluster(self) -> str:
         """ "" for the daemon's default cluster, else the cluster's name."""
         return self._lease.cluster

@@ -165,6 +165,7 @@ struct LeaseInfo {
     token: u64,
     requeues: i64,
     priority: i32,
+    is_in_initial_list: bool,
     cluster: String,
     controller: Arc<str>,
     client: Client,
@@ -224,6 +225,12 @@ impl<T> Context<T> {
     /// The priority the key waited at (0 unless its adds or its queue's sources named one).
     pub fn priority(&self) -> i32 {
         self.lease.priority
+    }
+
+    /// Every add the key waited for came from an informer's initial list (client-go's
+    /// `OnAdd(obj, isInInitialList)`): startup work, not a change.
+    pub fn is_in_initial_list(&self) -> bool {
+        self.lease.is_in_initial_list
     }
 
     /// The cluster of the queue's informers.
@@ -1473,6 +1480,7 @@ where
             token: lease.token,
             requeues: lease.requeues,
             priority: lease.priority,
+            is_in_initial_list: lease.is_in_initial_list,
             cluster: std::mem::take(&mut lease.cluster),
             controller: run.controller.clone(),
             client: run.client.clone(),

@@ -26,7 +26,7 @@ from informerd.v1 import errors_pb2 as informerd_dot_v1_dot_errors__pb2
 from informerd.v1 import objects_pb2 as informerd_dot_v1_dot_objects__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17informerd/v1/work.proto\x12\x0cinformerd.v1\x1a\x19informerd/v1/errors.proto\x1a\x1ainformerd/v1/objects.proto\"\xbe\x01\n\x0eProcessRequest\x12$\n\x05start\x18\x01 \x01(\x0b\x32\x13.informerd.v1.StartH\x00\x12*\n\x08outcomes\x18\x02 \x01(\x0b\x32\x16.informerd.v1.OutcomesH\x00\x12$\n\x05\x64rain\x18\x03 \x01(\x0b\x32\x13.informerd.v1.DrainH\x00\x12,\n\theartbeat\x18\x04 \x01(\x0b\x32\x17.informerd.v1.HeartbeatH\x00\x42\x06\n\x04kind\"\x07\n\x05\x44rain\"3\n\tHeartbeat\x12&\n\x06leases\x18\x01 \x03(\x0b\x32\x16.informerd.v1.LeaseRef\"&\n\x08LeaseRef\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\"\x8a\x01\n\x05Start\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x15\n\rmax_in_flight\x18\x02 \x01(\r\x12\x11\n\tmax_batch\x18\x03 \x01(\r\x12\x13\n\x0bworker_name\x18\x04 \x01(\t\x12\x1a\n\x12object_informer_id\x18\x05 \x01(\t\x12\x17\n\x0fmax_batch_bytes\x18\x06 \x01(\r\"3\n\x08Outcomes\x12\'\n\x08outcomes\x18\x01 \x03(\x0b\x32\x15.informerd.v1.Outcome\"\x95\x02\n\x07Outcome\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12,\n\x06result\x18\x03 \x01(\x0e\x32\x1c.informerd.v1.Outcome.Result\x12\x18\n\x10requeue_after_ms\x18\x04 \x01(\x03\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x15\n\x08priority\x18\x06 \x01(\x05H\x00\x88\x01\x01\"s\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\t\n\x05RETRY\x10\x02\x12\x11\n\rREQUEUE_AFTER\x10\x03\x12\x08\n\x04\x44ONE\x10\x04\x12\x1c\n\x18\x46ORGET_AND_REQUEUE_AFTER\x10\x05\x42\x0b\n\t_priority\"\x97\x01\n\x05Lease\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x10\n\x08requeues\x18\x03 \x01(\x03\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x12\n\nobject_key\x18\x05 \x01(\t\x12)\n\x06object\x18\x06 \x01(\x0b\x32\x19.informerd.v1.LeaseObject\x12\x10\n\x08priority\x18\x07 \x01(\x05\"B\n\x0bLeaseObject\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\"\x97\x01\n\x0fProcessResponse\x12(\n\x07started\x18\x01 \x01(\x0b\x32\x15.informerd.v1.StartedH\x00\x12&\n\x06leases\x18\x02 \x01(\x0b\x32\x14.informerd.v1.LeasesH\x00\x12*\n\x08refusals\x18\x03 \x01(\x0b\x32\x16.informerd.v1.RefusalsH\x00\x42\x06\n\x04kind\"T\n\x07Started\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x18\n\x10lease_timeout_ms\x18\x04 \x01(\x03\"-\n\x06Leases\x12#\n\x06leases\x18\x01 \x03(\x0b\x32\x13.informerd.v1.Lease\"o\n\x07Refusal\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\x12\x0f\n\x07message\x18\x04 \x01(\t\x12)\n\x06reason\x18\x05 \x01(\x0e\x32\x19.informerd.v1.ErrorReason\"3\n\x08Refusals\x12\'\n\x08refusals\x18\x01 \x03(\x0b\x32\x15.informerd.v1.Refusal2R\n\x04Work\x12J\n\x07Process\x12\x1c.informerd.v1.ProcessRequest\x1a\x1d.informerd.v1.ProcessResponse(\x01\x30\x01\x42+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x17informerd/v1/work.proto\x12\x0cinformerd.v1\x1a\x19informerd/v1/errors.proto\x1a\x1ainformerd/v1/objects.proto\"\xbe\x01\n\x0eProcessRequest\x12$\n\x05start\x18\x01 \x01(\x0b\x32\x13.informerd.v1.StartH\x00\x12*\n\x08outcomes\x18\x02 \x01(\x0b\x32\x16.informerd.v1.OutcomesH\x00\x12$\n\x05\x64rain\x18\x03 \x01(\x0b\x32\x13.informerd.v1.DrainH\x00\x12,\n\theartbeat\x18\x04 \x01(\x0b\x32\x17.informerd.v1.HeartbeatH\x00\x42\x06\n\x04kind\"\x07\n\x05\x44rain\"3\n\tHeartbeat\x12&\n\x06leases\x18\x01 \x03(\x0b\x32\x16.informerd.v1.LeaseRef\"&\n\x08LeaseRef\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\"\x8a\x01\n\x05Start\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x15\n\rmax_in_flight\x18\x02 \x01(\r\x12\x11\n\tmax_batch\x18\x03 \x01(\r\x12\x13\n\x0bworker_name\x18\x04 \x01(\t\x12\x1a\n\x12object_informer_id\x18\x05 \x01(\t\x12\x17\n\x0fmax_batch_bytes\x18\x06 \x01(\r\"3\n\x08Outcomes\x12\'\n\x08outcomes\x18\x01 \x03(\x0b\x32\x15.informerd.v1.Outcome\"\x95\x02\n\x07Outcome\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12,\n\x06result\x18\x03 \x01(\x0e\x32\x1c.informerd.v1.Outcome.Result\x12\x18\n\x10requeue_after_ms\x18\x04 \x01(\x03\x12\r\n\x05\x65rror\x18\x05 \x01(\t\x12\x15\n\x08priority\x18\x06 \x01(\x05H\x00\x88\x01\x01\"s\n\x06Result\x12\x16\n\x12RESULT_UNSPECIFIED\x10\x00\x12\x0b\n\x07SUCCESS\x10\x01\x12\t\n\x05RETRY\x10\x02\x12\x11\n\rREQUEUE_AFTER\x10\x03\x12\x08\n\x04\x44ONE\x10\x04\x12\x1c\n\x18\x46ORGET_AND_REQUEUE_AFTER\x10\x05\x42\x0b\n\t_priority\"\xb3\x01\n\x05Lease\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x10\n\x08requeues\x18\x03 \x01(\x03\x12\x0f\n\x07\x63luster\x18\x04 \x01(\t\x12\x12\n\nobject_key\x18\x05 \x01(\t\x12)\n\x06object\x18\x06 \x01(\x0b\x32\x19.informerd.v1.LeaseObject\x12\x10\n\x08priority\x18\x07 \x01(\x05\x12\x1a\n\x12is_in_initial_list\x18\x08 \x01(\x08\"B\n\x0bLeaseObject\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12$\n\x06object\x18\x02 \x01(\x0b\x32\x14.informerd.v1.Object\"\x97\x01\n\x0fProcessResponse\x12(\n\x07started\x18\x01 \x01(\x0b\x32\x15.informerd.v1.StartedH\x00\x12&\n\x06leases\x18\x02 \x01(\x0b\x32\x14.informerd.v1.LeasesH\x00\x12*\n\x08refusals\x18\x03 \x01(\x0b\x32\x16.informerd.v1.RefusalsH\x00\x42\x06\n\x04kind\"T\n\x07Started\x12\r\n\x05queue\x18\x01 \x01(\t\x12\x11\n\tstream_id\x18\x02 \x01(\t\x12\r\n\x05\x65poch\x18\x03 \x01(\x04\x12\x18\n\x10lease_timeout_ms\x18\x04 \x01(\x03\"-\n\x06Leases\x12#\n\x06leases\x18\x01 \x03(\x0b\x32\x13.informerd.v1.Lease\"o\n\x07Refusal\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05token\x18\x02 \x01(\x04\x12\x0c\n\x04\x63ode\x18\x03 \x01(\x05\x12\x0f\n\x07message\x18\x04 \x01(\t\x12)\n\x06reason\x18\x05 \x01(\x0e\x32\x19.informerd.v1.ErrorReason\"3\n\x08Refusals\x12\'\n\x08refusals\x18\x01 \x03(\x0b\x32\x15.informerd.v1.Refusal2R\n\x04Work\x12J\n\x07Process\x12\x1c.informerd.v1.ProcessRequest\x1a\x1d.informerd.v1.ProcessResponse(\x01\x30\x01\x42+Z)informerd.io/api/informerd/v1;informerdv1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -51,19 +51,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_OUTCOME_RESULT']._serialized_start=735
   _globals['_OUTCOME_RESULT']._serialized_end=850
   _globals['_LEASE']._serialized_start=866
-  _globals['_LEASE']._serialized_end=1017
-  _globals['_LEASEOBJECT']._serialized_start=1019
-  _globals['_LEASEOBJECT']._serialized_end=1085
-  _globals['_PROCESSRESPONSE']._serialized_start=1088
-  _globals['_PROCESSRESPONSE']._serialized_end=1239
-  _globals['_STARTED']._serialized_start=1241
-  _globals['_STARTED']._serialized_end=1325
-  _globals['_LEASES']._serialized_start=1327
-  _globals['_LEASES']._serialized_end=1372
-  _globals['_REFUSAL']._serialized_start=1374
-  _globals['_REFUSAL']._serialized_end=1485
-  _globals['_REFUSALS']._serialized_start=1487
-  _globals['_REFUSALS']._serialized_end=1538
-  _globals['_WORK']._serialized_start=1540
-  _globals['_WORK']._serialized_end=1622
+  _globals['_LEASE']._serialized_end=1045
+  _globals['_LEASEOBJECT']._serialized_start=1047
+  _globals['_LEASEOBJECT']._serialized_end=1113
+  _globals['_PROCESSRESPONSE']._serialized_start=1116
+  _globals['_PROCESSRESPONSE']._serialized_end=1267
+  _globals['_STARTED']._serialized_start=1269
+  _globals['_STARTED']._serialized_end=1353
+  _globals['_LEASES']._serialized_start=1355
+  _globals['_LEASES']._serialized_end=1400
+  _globals['_REFUSAL']._serialized_start=1402
+  _globals['_REFUSAL']._serialized_end=1513
+  _globals['_REFUSALS']._serialized_start=1515
+  _globals['_REFUSALS']._serialized_end=1566
+  _globals['_WORK']._serialized_start=1568
+  _globals['_WORK']._serialized_end=1650
 # @@protoc_insertion_point(module_scope)

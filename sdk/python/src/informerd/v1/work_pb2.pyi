@@ -280,6 +280,7 @@ class Lease(_message.Message):
     OBJECT_KEY_FIELD_NUMBER: _builtins.int
     OBJECT_FIELD_NUMBER: _builtins.int
     PRIORITY_FIELD_NUMBER: _builtins.int
+    IS_IN_INITIAL_LIST_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     token: _builtins.int
     """Fencing token: strictly increasing per queue; echoed in the outcome."""
@@ -294,6 +295,12 @@ class Lease(_message.Message):
     """The key within that cluster ("namespace/name" or "name"): `key` without the cluster prefix."""
     priority: _builtins.int
     """The priority the key waited at (0 for a queue without priorities)."""
+    is_in_initial_list: _builtins.bool
+    """Every add the key waited for came from an informer's initial list (client-go's
+    OnAdd(obj, isInInitialList)): the objects a source's informer listed when it started, or
+    that a source bound to a running informer enqueued when it was bound, and no change, resync,
+    retry or client add of the key came since. A controller may treat it as startup work.
+    """
     @_builtins.property
     def object(self) -> Global___LeaseObject:
         """With Start.object_informer_id: the object with object_key in that informer's cache when
@@ -310,10 +317,11 @@ class Lease(_message.Message):
         object_key: _builtins.str = ...,
         object: Global___LeaseObject | None = ...,
         priority: _builtins.int = ...,
+        is_in_initial_list: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["object", b"object"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "key", b"key", "object", b"object", "object_key", b"object_key", "priority", b"priority", "requeues", b"requeues", "token", b"token"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cluster", b"cluster", "is_in_initial_list", b"is_in_initial_list", "key", b"key", "object", b"object", "object_key", b"object_key", "priority", b"priority", "requeues", b"requeues", "token", b"token"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -2233,6 +2233,12 @@ pub struct Lease {
     /// The priority the key waited at (0 for a queue without priorities).
     #[prost(int32, tag = "7")]
     pub priority: i32,
+    /// Every add the key waited for came from an informer's initial list (client-go's
+    /// OnAdd(obj, isInInitialList)): the objects a source's informer listed when it started, or
+    /// that a source bound to a running informer enqueued when it was bound, and no change, resync,
+    /// retry or client add of the key came since. A controller may treat it as startup work.
+    #[prost(bool, tag = "8")]
+    pub is_in_initial_list: bool,
 }
 #[allow(clippy::all)]
 #[derive(Clone, PartialEq, ::prost::Message)]

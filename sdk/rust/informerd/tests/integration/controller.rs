@@ -284,13 +284,16 @@ async fn a_requeue_waits_at_the_priority_its_action_names() -> TestResult {
     Ok(())
 }
 
-/// The twin of the Python SDK's test_source_priorities_rank_the_initial_list_below_changes.
+/// The twin of the Python SDK's test_source_priorities_rank_the_initial_list_below_changes: the
+/// initial list waits at LOW_PRIORITY and says it is the initial list, a change does neither.
 #[tokio::test]
 async fn source_priorities_rank_the_initial_list_below_changes() -> TestResult {
     let env = env().await;
     let name = "ctl-initial";
     let initial = seed(&env, name, 2).await;
-    let seen: Arc<Mutex<HashMap<String, Vec<i32>>>> = Arc::default();
+    // Per key: (priority, is_in_initial_list) of each reconcile.
+    type ByKey = HashMap<String, Vec<(i32, bool)>>;
+    let seen: Arc<Mutex<ByKey>> = Arc::default();
     let ctl =
         configmaps(&env.client, name).priorities(Some(informerd::queues::LOW_PRIORITY), None, None);
     let s = seen.clone();
@@ -300,7 +303,7 @@ async fn source_priorities_rank_the_initial_list_below_changes() -> TestResult {
             let mut v = seen.lock().unwrap();
             v.entry(ctx.key().to_string())
                 .or_default()
-                .push(ctx.priority());
+                .push((ctx.priority(), ctx.is_in_initial_list()));
             Ok(Action::await_change())
         }
     });
@@ -311,7 +314,7 @@ async fn source_priorities_rank_the_initial_list_below_changes() -> TestResult {
     })
     .await?;
     for k in &initial {
-        assert_eq!(seen.lock().unwrap()[k], [-100], "{k}");
+        assert_eq!(seen.lock().unwrap()[k], [(-100, true)], "{k}");
     }
     env.api
         .put_configmap(name, "changed", &[("a", "b")], &[])
@@ -320,7 +323,7 @@ async fn source_priorities_rank_the_initial_list_below_changes() -> TestResult {
     let changed = format!("{name}/changed");
     wait_until(HANG, "the change, at 0", || {
         let v = seen.lock().unwrap().get(&changed).cloned();
-        async move { v.as_deref() == Some(&[0][..]) }
+        async move { v.as_deref() == Some(&[(0, false)][..]) }
     })
     .await?;
     running.stop().await;

@@ -307,6 +307,9 @@ TEST(PriorityServiceTest, TheSpecsAgingHandsOutAKeyThatWaitedTheBoundFirst) {
     ASSERT_NE(w.ReadStarted(), "");
     EXPECT_THAT(w.TakePriorities(3),
                 ElementsAre(Pair("old", -100), Pair("new-1", 0), Pair("new-2", 0)));
+    // Ends once the outcomes sent are applied (a cancel could give the last key back).
+    ASSERT_TRUE(w.Drain());
+    EXPECT_TRUE(w.AwaitEnd().ok());
   }
   // A longer bound from UpdateQueue: the same wait no longer jumps the line.
   spec.set_priority_aging_ms(60000);

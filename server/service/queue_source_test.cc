@@ -365,7 +365,10 @@ TEST_F(QueueSourceTest, SourcePrioritiesRankTheInitialListChangesAndResyncs) {
     const std::vector<std::pair<std::string, int32_t>> rest(got.begin() + 1, got.end());
     EXPECT_THAT(rest, ::testing::UnorderedElementsAre(::testing::Pair(ns() + "/a", -100),
                                                       ::testing::Pair(ns() + "/b", -100)));
-  }  // the stream ends, holding nothing
+    // Ends once the outcomes sent are applied (a cancel could give the last key back).
+    ASSERT_TRUE(w.Drain());
+    EXPECT_TRUE(w.AwaitEnd().ok());
+  }
 
   // The queue's resync: every object again, unchanged, at -50.
   spec.set_resync_period_ms(1000);
